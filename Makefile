@@ -1,0 +1,55 @@
+# Fulcrum: `make run` sets everything up and runs the product; `make test` sets up and runs every test.
+PYTHON      ?= python3
+VENV        := .venv
+BIN         := $(VENV)/bin
+REDIS_PORT  ?= 6390
+TEST_REDIS_PORT ?= 6391
+WEB_PORT    ?= 8000
+SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Debian packages Fulcrum needs, each only when missing.
+APT_PKGS := $(if $(shell command -v redis-server),,redis-server) \
+            $(if $(shell command -v java),,openjdk-17-jre-headless) \
+            $(if $(wildcard /usr/bin/chromium),,chromium)
+
+.PHONY: setup sysdeps run test lint bench clean
+
+setup: sysdeps $(BIN)/.installed
+
+sysdeps:
+	@if [ -n "$(strip $(APT_PKGS))" ]; then \
+	  if [ "$$(id -u)" != 0 ] && ! command -v sudo >/dev/null; then \
+	    echo "Fulcrum needs these Debian packages: $(strip $(APT_PKGS))"; \
+	    echo "Install them as root: apt-get install -y $(strip $(APT_PKGS))"; exit 1; fi; \
+	  echo "Installing Debian packages: $(strip $(APT_PKGS))"; \
+	  $(SUDO) apt-get update -q && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(strip $(APT_PKGS)); fi
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+run: setup
+	mkdir -p var
+	$(BIN)/python manage.py migrate --noinput -v0
+	$(BIN)/python manage.py seed_demo
+	@echo "Fulcrum: http://127.0.0.1:$(WEB_PORT)/  (Ctrl-C stops everything)"
+	PATH="$(CURDIR)/$(BIN):$$PATH" WEB_PORT=$(WEB_PORT) REDIS_PORT=$(REDIS_PORT) \
+	  REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/0 $(BIN)/honcho start
+
+test: setup
+	@mkdir -p var; \
+	 redis-server --port $(TEST_REDIS_PORT) --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
+	   --pidfile "$(CURDIR)/var/redis-test.pid" --logfile "$(CURDIR)/var/redis-test.log"; \
+	 trap 'redis-cli -p $(TEST_REDIS_PORT) shutdown nosave >/dev/null 2>&1' EXIT; \
+	 PATH="$(CURDIR)/$(BIN):$$PATH" REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 \
+	   $(BIN)/pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check balancer console tests
+
+bench: setup
+	$(BIN)/python -m tests.benchmarks.shedding
+
+clean:
+	rm -rf var .pytest_cache

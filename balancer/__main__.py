@@ -1,0 +1,5 @@
+"""``python -m balancer``: the JSON command line (CLI.md)."""
+
+from balancer.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,212 @@
+"""The JSON command line of CLI.md: a document in (stdin or ``--input``), a document out.
+
+Exit 0 on success; bad input exits 2 with ``{"error": {"message", "field"}}`` on standard error
+and nothing on standard output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from balancer import bundles as bundle_ops
+from balancer.config import PulsarConfig
+from balancer.errors import BalancerError
+from balancer.hashing import format_hash, topic_hash
+from balancer.placement.place import place
+from balancer.registry import get_placement_strategy, get_shedder, get_split_algorithm
+from balancer.wire import array, obj, parse_snapshot, text
+
+Handler = Callable[[argparse.Namespace, dict[str, Any]], dict[str, Any]]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise BalancerError(message, field="argv")
+
+
+def _hex(value: Any, path: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value, 16)
+        except ValueError:
+            pass
+    raise BalancerError("must be a hash such as 0x40000000", field=path)
+
+
+def _config(doc: dict[str, Any]) -> PulsarConfig:
+    return PulsarConfig.from_keys(obj(doc.get("config", {}), "config"))
+
+
+def _state(doc: dict[str, Any]) -> dict[str, Any]:
+    return dict(obj(doc.get("state", {}), "state"))
+
+
+def cmd_hash(args: argparse.Namespace, _doc: dict[str, Any]) -> dict[str, Any]:
+    """``hash TOPIC...``."""
+    return {"hashes": [{"topic": t, "hash": format_hash(topic_hash(t))} for t in args.topics]}
+
+
+def cmd_bundles(args: argparse.Namespace, _doc: dict[str, Any]) -> dict[str, Any]:
+    """``bundles --count N [--namespace NS]``."""
+    boundaries = bundle_ops.initial_boundaries(args.count)
+    bundles = bundle_ops.bundles_from_boundaries(args.namespace, boundaries)
+    return {
+        "boundaries": [format_hash(b) for b in boundaries],
+        "bundles": [b.name for b in bundles],
+    }
+
+
+def cmd_lookup(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
+    """``lookup TOPIC --input SNAPSHOT``: the bundle of the topic's namespace it hashes into."""
+    snapshot = parse_snapshot(doc)
+    namespace = bundle_ops.namespace_of_topic(args.topic)
+    ranges = sorted(
+        bundle_ops.parse_bundle_name(name).range
+        for name in snapshot.bundles
+        if name.startswith(namespace + "/") and name.rsplit("/", 1)[0] == namespace
+    )
+    if ranges:
+        boundaries = [r.lower for r in ranges] + [ranges[-1].upper]
+    else:
+        count = next(
+            (
+                int(ns.get("bundleCount", 0))
+                for ns in array(doc.get("namespaces", []), "namespaces")
+                if isinstance(ns, dict) and ns.get("name") == namespace
+            ),
+            0,
+        )
+        if count < 1:
+            raise BalancerError(f"no bundles of namespace {namespace!r} in the snapshot", "bundles")
+        boundaries = bundle_ops.initial_boundaries(count)
+    bundle_ops.validate_boundaries(boundaries)
+    bundle = bundle_ops.bundle_for_topic(namespace, boundaries, args.topic)
+    load = snapshot.bundles.get(bundle.name)
+    return {
+        "topic": args.topic,
+        "hash": format_hash(topic_hash(args.topic)),
+        "bundle": bundle.name,
+        "owner": load.owner if load else None,
+    }
+
+
+def cmd_split(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
+    """``split --algorithm NAME``: where to cut one bundle."""
+    _name, algorithm = get_split_algorithm(args.algorithm)
+    _config(doc)
+    spec = obj(doc.get("bundle"), "bundle")
+    if "name" in spec:
+        bundle = bundle_ops.parse_bundle_name(text(spec, "name", "bundle"))
+    else:
+        bundle = bundle_ops.Bundle(
+            text(spec, "namespace", "bundle", ""),
+            bundle_ops.BundleRange(
+                _hex(spec.get("lower"), "bundle.lower"), _hex(spec.get("upper"), "bundle.upper")
+            ),
+        )
+    boundary = algorithm(bundle.range)
+    if boundary is None:
+        return {"boundaries": [], "bundles": [], "reason": "NoSplit"}
+    points = [bundle.range.lower, boundary, bundle.range.upper]
+    bundle_ops.validate_boundaries([0, *points[1:-1], 0xFFFFFFFF])
+    prefix = f"{bundle.namespace}/" if bundle.namespace else ""
+    return {
+        "boundaries": [format_hash(boundary)],
+        "bundles": [
+            f"{prefix}{format_hash(a)}_{format_hash(b)}"
+            for a, b in itertools.pairwise(points)
+        ],
+    }
+
+
+def cmd_shed(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
+    """``shed --strategy NAME``: which bundles to unload this cycle."""
+    _name, shedder = get_shedder(args.strategy)
+    return shedder(parse_snapshot(doc), _config(doc), _state(doc)).as_dict()
+
+
+def cmd_place(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
+    """``place --strategy NAME``: which broker gets one unassigned bundle."""
+    name = get_placement_strategy(args.strategy)
+    candidates = doc.get("candidates")
+    if candidates is not None:
+        candidates = [
+            text({"c": c}, "c", f"candidates[{i}]")
+            for i, c in enumerate(array(candidates, "candidates"))
+        ]
+    placement = place(
+        parse_snapshot(doc), text(doc, "bundle", ""), _config(doc), _state(doc), candidates, name
+    )
+    return placement.as_dict()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    parser = _Parser(prog="python -m balancer", description=__doc__)
+    parser.add_argument("--input", help="read the JSON document from FILE instead of stdin")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("hash", help="32-bit hash position of topic names")
+    p.add_argument("topics", nargs="+")
+    p.set_defaults(handler=cmd_hash, reads_input=False)
+    p = sub.add_parser("bundles", help="initial bundle boundaries of a namespace")
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--namespace", default="public/default")
+    p.set_defaults(handler=cmd_bundles, reads_input=False)
+    p = sub.add_parser("lookup", help="bundle and owner of a topic")
+    p.add_argument("topic")
+    p.set_defaults(handler=cmd_lookup, reads_input=True)
+    p = sub.add_parser("split", help="where to cut one bundle")
+    p.add_argument("--algorithm", default="range_equally_divide")
+    p.set_defaults(handler=cmd_split, reads_input=True)
+    p = sub.add_parser("shed", help="which bundles to unload this cycle")
+    p.add_argument("--strategy", default="ThresholdShedder")
+    p.set_defaults(handler=cmd_shed, reads_input=True)
+    p = sub.add_parser("place", help="which broker gets one unassigned bundle")
+    p.add_argument("--strategy", default="LeastLongTermMessageRate")
+    p.set_defaults(handler=cmd_place, reads_input=True)
+    for name in ("shed", "place", "split", "lookup"):
+        sub.choices[name].add_argument("--input", dest="sub_input", help=argparse.SUPPRESS)
+    return parser
+
+
+def _read(args: argparse.Namespace, stdin: TextIO) -> dict[str, Any]:
+    path = getattr(args, "sub_input", None) or args.input
+    try:
+        raw = Path(path).read_text(encoding="utf-8") if path else stdin.read()
+    except OSError as exc:
+        raise BalancerError(f"cannot read input: {exc.strerror}", field="input") from None
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise BalancerError(
+            f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", "input"
+        ) from None
+    return dict(obj(doc, "input"))
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    stdin: TextIO = sys.stdin,
+    stdout: TextIO = sys.stdout,
+    stderr: TextIO = sys.stderr,
+) -> int:
+    """Run one command; returns the exit status (0 ok, 2 bad input)."""
+    try:
+        args = build_parser().parse_args(argv)
+        doc = _read(args, stdin) if args.reads_input else {}
+        out = args.handler(args, doc)
+    except BalancerError as exc:
+        json.dump({"error": exc.as_dict()}, stderr)
+        stderr.write("\n")
+        return 2
+    json.dump(out, stdout, indent=2)
+    stdout.write("\n")
+    return 0

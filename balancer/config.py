@@ -1,0 +1,119 @@
+"""Balancer tunables: Pulsar's configuration keys, their defaults, and their in-memory units.
+
+Configuration arrives with the reference systems' own key names and units (percent, minutes, MiB);
+``PulsarConfig.from_keys`` converts them once, here, to fractions, seconds and bytes.
+Defaults are PULSAR.md §12.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Final
+
+from balancer.errors import BalancerError
+from balancer.load import ResourceWeights
+from balancer.units import MIB
+
+
+def _percent(value: float) -> float:
+    return value / 100.0
+
+
+def _minutes(value: float) -> float:
+    return value * 60.0
+
+
+def _mib(value: float) -> float:
+    return value * MIB
+
+
+def _same(value: float) -> float:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class PulsarConfig:
+    """Frozen tunables in core units (fractions, seconds, bytes/s)."""
+
+    threshold_shedder_fraction: float = 0.10
+    overloaded_threshold_fraction: float = 0.85
+    history_resource_fraction: float = 0.9
+    bundle_unload_min_throughput_bytes_per_s: float = 10 * MIB
+    is_lower_boundary_shedding_enabled: bool = False
+    cpu_weight: float = 1.0
+    memory_weight: float = 0.0
+    direct_memory_weight: float = 0.0
+    bandwidth_in_weight: float = 1.0
+    bandwidth_out_weight: float = 1.0
+    grace_period_s: float = 30 * 60.0
+    is_distribute_bundles_evenly_enabled: bool = True
+    broker_max_topics: int = 50_000
+    seed: int = 0
+
+    @property
+    def weights(self) -> ResourceWeights:
+        """The five resource weights as one value."""
+        return ResourceWeights(
+            cpu=self.cpu_weight,
+            memory=self.memory_weight,
+            direct_memory=self.direct_memory_weight,
+            bandwidth_in=self.bandwidth_in_weight,
+            bandwidth_out=self.bandwidth_out_weight,
+        )
+
+    @classmethod
+    def from_keys(cls, keys: Mapping[str, Any], path: str = "config") -> PulsarConfig:
+        """Build from reference keys (``{"loadBalancerBrokerThresholdShedderPercentage": 10}``).
+
+        Raises:
+            BalancerError: an unknown key (the message lists the valid ones) or a value of the
+                wrong type; ``field`` is ``config.<key>``.
+        """
+        changes: dict[str, Any] = {}
+        types = {f.name: f.type for f in fields(cls)}
+        for key, value in keys.items():
+            if key not in PULSAR_KEYS:
+                raise BalancerError(
+                    f"unknown configuration key {key!r}; "
+                    f"valid keys: {', '.join(sorted(PULSAR_KEYS))}",
+                    field=f"{path}.{key}",
+                )
+            name, convert = PULSAR_KEYS[key]
+            expected = types[name]
+            if expected == "bool":
+                if not isinstance(value, bool):
+                    raise BalancerError(f"{key} must be true or false", field=f"{path}.{key}")
+                changes[name] = value
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise BalancerError(f"{key} must be a number", field=f"{path}.{key}")
+            if value < 0:
+                raise BalancerError(f"{key} must not be negative", field=f"{path}.{key}")
+            converted = convert(value)
+            changes[name] = int(converted) if expected == "int" else float(converted)
+        return replace(cls(), **changes)
+
+
+# Reference key -> (field, converter from the reference unit to the core unit).
+PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[float], float]]]] = {
+    "loadBalancerBrokerThresholdShedderPercentage": ("threshold_shedder_fraction", _percent),
+    "loadBalancerBrokerOverloadedThresholdPercentage": ("overloaded_threshold_fraction", _percent),
+    "loadBalancerHistoryResourcePercentage": ("history_resource_fraction", _same),
+    "loadBalancerBundleUnloadMinThroughputThreshold": (
+        "bundle_unload_min_throughput_bytes_per_s",
+        _mib,
+    ),
+    "lowerBoundarySheddingEnabled": ("is_lower_boundary_shedding_enabled", _same),
+    "loadBalancerCPUResourceWeight": ("cpu_weight", _same),
+    "loadBalancerMemoryResourceWeight": ("memory_weight", _same),
+    "loadBalancerDirectMemoryResourceWeight": ("direct_memory_weight", _same),
+    "loadBalancerBandwidthInResourceWeight": ("bandwidth_in_weight", _same),
+    "loadBalancerBandwidthOutResourceWeight": ("bandwidth_out_weight", _same),
+    "loadBalancerBandwithInResourceWeight": ("bandwidth_in_weight", _same),
+    "loadBalancerBandwithOutResourceWeight": ("bandwidth_out_weight", _same),
+    "loadBalancerSheddingGracePeriodMinutes": ("grace_period_s", _minutes),
+    "loadBalancerDistributeBundlesEvenlyEnabled": ("is_distribute_bundles_evenly_enabled", _same),
+    "loadBalancerBrokerMaxTopics": ("broker_max_topics", _same),
+    "seed": ("seed", _same),
+}

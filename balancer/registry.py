@@ -1,0 +1,60 @@
+"""Strategies and algorithms by name. Names are Pulsar's class simple names (CLI.md); snake_case
+aliases are accepted case-insensitively (``threshold_shedder``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
+
+from balancer.bundles import BundleRange, range_equally_divide
+from balancer.config import PulsarConfig
+from balancer.decisions import SheddingDecision
+from balancer.errors import UnknownStrategy
+from balancer.shedding import threshold
+from balancer.snapshot import ClusterSnapshot
+
+Shedder = Callable[[ClusterSnapshot, PulsarConfig, dict[str, Any]], SheddingDecision]
+SplitAlgorithm = Callable[[BundleRange], int | None]
+
+SHEDDERS: Final[Mapping[str, Shedder]] = {
+    "ThresholdShedder": threshold.shed,
+}
+PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = ("LeastLongTermMessageRate",)
+SPLIT_ALGORITHMS: Final[Mapping[str, SplitAlgorithm]] = {
+    "range_equally_divide": range_equally_divide,
+}
+
+T = TypeVar("T")
+
+
+def _key(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+def canonical_name(name: str, available: Mapping[str, T] | tuple[str, ...], field: str) -> str:
+    """The registry's own spelling of ``name``.
+
+    Raises:
+        UnknownStrategy: no such name; the message lists the valid ones.
+    """
+    for known in available:
+        if _key(known) == _key(name):
+            return known
+    raise UnknownStrategy(name, available=sorted(available), field=field)
+
+
+def get_shedder(name: str) -> tuple[str, Shedder]:
+    """(canonical name, shedder) for ``name``; raises UnknownStrategy."""
+    canonical = canonical_name(name, SHEDDERS, "strategy")
+    return canonical, SHEDDERS[canonical]
+
+
+def get_placement_strategy(name: str) -> str:
+    """Canonical name of a placement strategy; raises UnknownStrategy."""
+    return canonical_name(name, PLACEMENT_STRATEGIES, "strategy")
+
+
+def get_split_algorithm(name: str) -> tuple[str, SplitAlgorithm]:
+    """(canonical name, algorithm) for ``name``; raises UnknownStrategy."""
+    canonical = canonical_name(name, SPLIT_ALGORITHMS, "algorithm")
+    return canonical, SPLIT_ALGORITHMS[canonical]

@@ -1,0 +1,1 @@
+"""Shedding strategies: which bundles leave which brokers this cycle."""

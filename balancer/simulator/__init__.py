@@ -1,0 +1,2 @@
+"""Trace-driven cluster simulator: real workload traces -> brokers that report load and serve only
+the bundles they own."""

@@ -1,0 +1,5 @@
+"""``python -m balancer.simulator``."""
+
+from balancer.simulator.run import main
+
+main()

@@ -1,0 +1,67 @@
+"""The demo cluster's layout: brokers, failure domains, tenants, namespaces, bundle counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSpec:
+    """A simulated broker and its capacity.
+
+    Attributes:
+        name: broker id.
+        failure_domain: the domain it fails with.
+        cpu_series: NAB EC2 CPU file (name without .csv) giving its background CPU.
+        bandwidth_bytes_per_s: NIC capacity each way (bytes/s).
+        cpu_msgs_per_s: message rate (in + out, msg/s) that alone takes 100 % CPU.
+        memory_mib: heap limit (MiB).
+    """
+
+    name: str
+    failure_domain: str
+    cpu_series: str
+    bandwidth_bytes_per_s: float = 125_000_000.0  # 1 Gbit/s
+    cpu_msgs_per_s: float = 60_000.0
+    memory_mib: float = 8192.0
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A cluster layout: brokers, and tenant -> namespaces with their initial bundle count."""
+
+    cluster: str
+    brokers: tuple[BrokerSpec, ...]
+    namespaces: tuple[str, ...]  # "tenant/ns"
+    bundles_per_namespace: int
+
+    @property
+    def tenants(self) -> list[str]:
+        """Tenant names, in first-seen order."""
+        return list(dict.fromkeys(ns.split("/")[0] for ns in self.namespaces))
+
+    @property
+    def failure_domains(self) -> list[str]:
+        """Failure domain names, in first-seen order."""
+        return list(dict.fromkeys(b.failure_domain for b in self.brokers))
+
+
+_CPU_SERIES = ("24ae8d", "53ea38", "5f5533", "77c1ca", "825cc2", "ac20cd", "c6585a", "fe7f93")
+_DOMAINS = ("zone-a", "zone-a", "zone-a", "zone-b", "zone-b", "zone-b", "zone-c", "zone-c")
+
+DEMO = Layout(
+    cluster="demo",
+    brokers=tuple(
+        BrokerSpec(f"broker-{i + 1}", _DOMAINS[i], f"ec2_cpu_utilization_{_CPU_SERIES[i]}")
+        for i in range(8)
+    ),
+    namespaces=(
+        "acme/orders",
+        "acme/payments",
+        "globex/telemetry",
+        "globex/logs",
+        "initech/events",
+        "initech/billing",
+    ),
+    bundles_per_namespace=16,
+)

@@ -1,0 +1,183 @@
+"""The JSON documents of CLI.md <-> balancer types, with field-precise errors.
+
+One format serves the command line and the console's load-report ingest: an error names the
+JSON path of the field at fault (``brokers[2].cpu.limit``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from balancer.errors import BalancerError
+from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage
+from balancer.snapshot import ClusterSnapshot, NamespacePolicy
+
+BROKER_STATES = ("active", "draining", "drained")
+RESOURCES = {
+    "cpu": "cpu",
+    "memory": "memory",
+    "directMemory": "direct_memory",
+    "bandwidthIn": "bandwidth_in",
+    "bandwidthOut": "bandwidth_out",
+}
+RATE_KEYS = {
+    "msgRateIn": "msg_rate_in",
+    "msgRateOut": "msg_rate_out",
+    "msgThroughputIn": "msg_throughput_in",
+    "msgThroughputOut": "msg_throughput_out",
+}
+
+
+def obj(value: Any, path: str) -> Mapping[str, Any]:
+    """``value`` as a JSON object, or BalancerError naming ``path``."""
+    if not isinstance(value, Mapping):
+        raise BalancerError("must be an object", field=path)
+    return value
+
+
+def array(value: Any, path: str) -> list[Any]:
+    """``value`` as a JSON array, or BalancerError naming ``path``."""
+    if not isinstance(value, list):
+        raise BalancerError("must be an array", field=path)
+    return value
+
+
+def number(doc: Mapping[str, Any], key: str, path: str, default: float | None = 0.0) -> float:
+    """A finite, non-negative number at ``doc[key]``; ``default`` when absent (None: required)."""
+    where = f"{path}.{key}" if path else key
+    if key not in doc:
+        if default is None:
+            raise BalancerError("is required", field=where)
+        return default
+    value = doc[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise BalancerError("must be a finite number", field=where)
+    if value < 0:
+        raise BalancerError("must not be negative", field=where)
+    return float(value)
+
+
+def integer(doc: Mapping[str, Any], key: str, path: str, default: int = 0) -> int:
+    """A non-negative integer at ``doc[key]``, ``default`` when absent."""
+    where = f"{path}.{key}" if path else key
+    if key not in doc:
+        return default
+    value = doc[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BalancerError("must be a non-negative integer", field=where)
+    return value
+
+
+def text(doc: Mapping[str, Any], key: str, path: str, default: str | None = None) -> str:
+    """A non-empty string at ``doc[key]``; ``default`` when absent (None: required)."""
+    where = f"{path}.{key}" if path else key
+    if key not in doc:
+        if default is None:
+            raise BalancerError("is required", field=where)
+        return default
+    value = doc[key]
+    if not isinstance(value, str) or (default is None and not value):
+        raise BalancerError("must be a non-empty string", field=where)
+    return value
+
+
+def parse_rates(doc: Mapping[str, Any], path: str) -> MessageRates:
+    """msgRateIn/Out (msg/s) and msgThroughputIn/Out (bytes/s); absent means 0."""
+    return MessageRates(**{attr: number(doc, key, path) for key, attr in RATE_KEYS.items()})
+
+
+def parse_resource(doc: Mapping[str, Any], key: str, path: str) -> ResourceUsage:
+    """A ``{usage, limit}`` resource; absent is 0 of 0."""
+    if key not in doc:
+        return ResourceUsage()
+    where = f"{path}.{key}"
+    body = obj(doc[key], where)
+    return ResourceUsage(
+        usage=number(body, "usage", where, None), limit=number(body, "limit", where, None)
+    )
+
+
+def parse_broker(value: Any, path: str) -> BrokerLoad:
+    """One broker of the input document (CLI.md), validated field by field."""
+    doc = obj(value, path)
+    state = text(doc, "state", path, "active")
+    if state not in BROKER_STATES:
+        raise BalancerError(f"must be one of {', '.join(BROKER_STATES)}", field=f"{path}.state")
+    bundles = array(doc.get("bundles", []), f"{path}.bundles")
+    for i, name in enumerate(bundles):
+        if not isinstance(name, str) or not name:
+            raise BalancerError("must be a bundle name", field=f"{path}.bundles[{i}]")
+    topics = doc.get("topics", 0)
+    topic_count = len(topics) if isinstance(topics, list) else integer(doc, "topics", path)
+    return BrokerLoad(
+        name=text(doc, "name", path),
+        failure_domain=text(doc, "failureDomain", path, ""),
+        state=state,
+        **{attr: parse_resource(doc, key, path) for key, attr in RESOURCES.items()},
+        rates=parse_rates(doc, path),
+        bundles=tuple(bundles),
+        topics=topic_count,
+    )
+
+
+def parse_bundle(value: Any, path: str) -> BundleLoad:
+    """One bundle of the input document: owner, shortTerm/longTerm rates, counts."""
+    doc = obj(value, path)
+    owner = doc.get("owner")
+    if owner is not None and (not isinstance(owner, str) or not owner):
+        raise BalancerError("must be a broker name or null", field=f"{path}.owner")
+    return BundleLoad(
+        name=text(doc, "name", path),
+        owner=owner,
+        short_term=parse_rates(
+            obj(doc.get("shortTerm", {}), f"{path}.shortTerm"), f"{path}.shortTerm"
+        ),
+        long_term=parse_rates(obj(doc.get("longTerm", {}), f"{path}.longTerm"), f"{path}.longTerm"),
+        topics=integer(doc, "topics", path),
+        producers=integer(doc, "producers", path),
+        consumers=integer(doc, "consumers", path),
+    )
+
+
+def parse_snapshot(doc: Mapping[str, Any]) -> ClusterSnapshot:
+    """The cluster part of an input document -> ClusterSnapshot.
+
+    Raises:
+        BalancerError: a malformed field, a duplicate broker or bundle, or ownership that names
+            an unknown broker; ``field`` is its JSON path.
+    """
+    brokers: dict[str, BrokerLoad] = {}
+    for i, item in enumerate(array(doc.get("brokers", []), "brokers")):
+        broker = parse_broker(item, f"brokers[{i}]")
+        if broker.name in brokers:
+            raise BalancerError(f"duplicate broker {broker.name!r}", field=f"brokers[{i}].name")
+        brokers[broker.name] = broker
+    bundles: dict[str, BundleLoad] = {}
+    for i, item in enumerate(array(doc.get("bundles", []), "bundles")):
+        bundle = parse_bundle(item, f"bundles[{i}]")
+        if bundle.name in bundles:
+            raise BalancerError(f"duplicate bundle {bundle.name!r}", field=f"bundles[{i}].name")
+        if bundle.owner is not None and bundle.owner not in brokers:
+            raise BalancerError(f"unknown broker {bundle.owner!r}", field=f"bundles[{i}].owner")
+        bundles[bundle.name] = bundle
+    namespaces: dict[str, NamespacePolicy] = {}
+    for i, item in enumerate(array(doc.get("namespaces", []), "namespaces")):
+        ns = obj(item, f"namespaces[{i}]")
+        group = ns.get("antiAffinityGroup")
+        if group is not None and not isinstance(group, str):
+            raise BalancerError("must be a string", field=f"namespaces[{i}].antiAffinityGroup")
+        name = text(ns, "name", f"namespaces[{i}]")
+        namespaces[name] = NamespacePolicy(name, group)
+    recent = obj(doc.get("recentlyUnloadedBundles", {}), "recentlyUnloadedBundles")
+    recently_unloaded = {
+        name: number(recent, name, "recentlyUnloadedBundles", None) for name in recent
+    }
+    return ClusterSnapshot(
+        now=number(doc, "now", "", 0.0),
+        brokers=brokers,
+        bundles=bundles,
+        namespaces=namespaces,
+        recently_unloaded=recently_unloaded,
+    )

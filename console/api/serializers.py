@@ -1,0 +1,99 @@
+"""Input and output serializers; no logic."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from console.models import AuditEvent, Bundle, Decision, ReportRun
+
+
+class LookupInput(serializers.Serializer):
+    topic = serializers.CharField(max_length=500)
+
+
+class LookupOutput(serializers.Serializer):
+    topic = serializers.CharField()
+    hash = serializers.CharField()
+    bundle = serializers.CharField()
+    owner = serializers.CharField(allow_null=True)
+
+
+class BundleOutput(serializers.ModelSerializer):
+    name = serializers.CharField(read_only=True)
+    namespace = serializers.CharField(source="namespace.name", read_only=True)
+    owner = serializers.CharField(
+        source="owner.name", read_only=True, allow_null=True, default=None
+    )
+    throughput_bytes_per_s = serializers.FloatField(read_only=True)
+
+    class Meta:
+        model = Bundle
+        fields = [
+            "id",
+            "name",
+            "namespace",
+            "lower",
+            "upper",
+            "owner",
+            "last_unloaded_at",
+            "short_term",
+            "long_term",
+            "topics",
+            "producers",
+            "consumers",
+            "throughput_bytes_per_s",
+        ]
+
+
+class UnloadOutput(serializers.Serializer):
+    bundle = serializers.CharField()
+    source = serializers.CharField()
+    destination = serializers.CharField(allow_null=True)
+    audit = serializers.IntegerField()
+
+
+class DecisionOutput(serializers.ModelSerializer):
+    class Meta:
+        model = Decision
+        fields = ["id", "at", "kind", "strategy", "reason", "summary", "details"]
+
+
+class AuditEventOutput(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor_name", read_only=True)
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "at",
+            "actor",
+            "action",
+            "target",
+            "source",
+            "destination",
+            "reason",
+            "load_before",
+            "load_after",
+        ]
+
+
+class ReportRunOutput(serializers.ModelSerializer):
+    class Meta:
+        model = ReportRun
+        fields = [
+            "id",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "status",
+            "master",
+            "broker_hours",
+            "cluster_hours",
+            "log_tail",
+        ]
+
+
+class LoadReportOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    broker = serializers.CharField()
+    weighted_usage_fraction = serializers.FloatField()

@@ -1,0 +1,20 @@
+"""One router, explicit basenames."""
+
+from django.urls import include, path
+from rest_framework.routers import DefaultRouter
+
+from console.api import viewsets
+
+router = DefaultRouter()
+router.register("load-reports", viewsets.LoadReportViewSet, basename="loadreport")
+router.register("bundles", viewsets.BundleViewSet, basename="bundle")
+router.register("decisions", viewsets.DecisionViewSet, basename="decision")
+router.register("audit", viewsets.AuditEventViewSet, basename="auditevent")
+router.register("reports", viewsets.ReportRunViewSet, basename="reportrun")
+
+urlpatterns = [
+    path("lookup/", viewsets.lookup, name="lookup"),
+    path("ownership/", viewsets.ownership, name="ownership"),
+    path("rankings/", viewsets.rankings, name="rankings"),
+    path("", include(router.urls)),
+]

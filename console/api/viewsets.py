@@ -1,0 +1,123 @@
+"""API: read-only viewsets, operator verbs as actions, and the brokers' ingest and lookup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action, api_view, permission_classes
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from console import selectors
+from console.api.permissions import IsBrokerAgent, IsOperator
+from console.api.serializers import (
+    AuditEventOutput,
+    BundleOutput,
+    DecisionOutput,
+    LoadReportOutput,
+    LookupInput,
+    LookupOutput,
+    ReportRunOutput,
+    UnloadOutput,
+)
+from console.models import AuditEvent, Bundle, Decision, ReportRun
+from console.services import bundle_lookup, bundle_unload, load_report_ingest
+from console.services.reports import report_run_request
+
+
+class LoadReportViewSet(viewsets.ViewSet):
+    """Brokers post their load reports here (broker token)."""
+
+    permission_classes = [IsBrokerAgent]
+
+    @extend_schema(request=dict, responses={201: LoadReportOutput})
+    def create(self, request: Request) -> Response:
+        report = load_report_ingest(request.data)
+        body = {
+            "id": report.pk,
+            "broker": report.broker.name,
+            "weighted_usage_fraction": report.weighted_usage_fraction,
+        }
+        return Response(LoadReportOutput(body).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(parameters=[OpenApiParameter("topic", str, required=True)], responses=LookupOutput)
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def lookup(request: Request) -> Response:
+    """Topic -> bundle -> owner; places the bundle first when nobody owns it."""
+    params = LookupInput(data=request.query_params)
+    params.is_valid(raise_exception=True)
+    return Response(LookupOutput(bundle_lookup(params.validated_data["topic"])).data)
+
+
+@extend_schema(responses=dict)
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def ownership(request: Request) -> Response:
+    """Every bundle and its owner (null while unassigned): what brokers serve."""
+    rows = Bundle.objects.select_related("namespace", "owner")
+    return Response(
+        {"bundles": [{"name": b.name, "owner": b.owner.name if b.owner else None} for b in rows]}
+    )
+
+
+@extend_schema(responses=dict)
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def rankings(request: Request) -> Response:
+    """Broker rankings, least loaded first, and the current coefficient of variation."""
+    rows = selectors.broker_rankings()
+    return Response({"rankings": rows, **selectors.current_imbalance(rows)})
+
+
+class BundleViewSet(viewsets.ReadOnlyModelViewSet):
+    """Bundles with owners and time-averaged load; ``unload`` for operators."""
+
+    serializer_class = BundleOutput
+
+    def get_queryset(self) -> QuerySet[Bundle]:
+        rows = Bundle.objects.select_related("namespace", "owner")
+        namespace = self.request.query_params.get("namespace")
+        return rows.filter(namespace__name=namespace) if namespace else rows
+
+    @extend_schema(request=None, responses=UnloadOutput)
+    @action(detail=True, methods=["post"], permission_classes=[IsOperator])
+    def unload(self, request: Request, pk: Any = None) -> Response:
+        bundle = self.get_object()
+        return Response(UnloadOutput(bundle_unload(bundle.name, actor=request.user)).data)
+
+
+class DecisionViewSet(viewsets.ReadOnlyModelViewSet):
+    """Every balancer decision with its reason and numbers."""
+
+    serializer_class = DecisionOutput
+    queryset = Decision.objects.all()
+
+
+class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
+    """Every automatic and manual action."""
+
+    serializer_class = AuditEventOutput
+    queryset = AuditEvent.objects.select_related("actor")
+
+
+class ReportRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Spark report runs; creating one (operators) queues the job."""
+
+    serializer_class = ReportRunOutput
+    queryset = ReportRun.objects.all()
+
+    def get_permissions(self) -> list[Any]:
+        if self.action == "create":
+            return [IsOperator()]
+        return super().get_permissions()
+
+    @extend_schema(request=None, responses={201: ReportRunOutput})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        run = report_run_request(actor=request.user)
+        return Response(ReportRunOutput(run).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,47 @@
+"""Websocket consumers: join, leave, forward. No ORM here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from console.realtime import CLUSTER_GROUP
+
+
+class ClusterConsumer(AsyncJsonWebsocketConsumer):
+    """Pushes cluster events (rankings, CV, decisions, bundle moves) to logged-in users."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        await self.channel_layer.group_add(CLUSTER_GROUP, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(CLUSTER_GROUP, self.channel_name)
+
+    async def _forward(self, event: dict[str, Any]) -> None:
+        await self.send_json({"type": event["type"], "payload": event["payload"]})
+
+    async def balancer_load_reported(self, event: dict[str, Any]) -> None:
+        """Rankings and CV after a load report."""
+        await self._forward(event)
+
+    async def balancer_decision_made(self, event: dict[str, Any]) -> None:
+        """A shedding cycle or a placement."""
+        await self._forward(event)
+
+    async def balancer_bundle_moved(self, event: dict[str, Any]) -> None:
+        """An unload or a placement changed a bundle's owner."""
+        await self._forward(event)
+
+    async def balancer_cv_sampled(self, event: dict[str, Any]) -> None:
+        """A new point of the CV-over-time chart."""
+        await self._forward(event)
+
+    async def balancer_report_changed(self, event: dict[str, Any]) -> None:
+        """A Spark report run changed status."""
+        await self._forward(event)

@@ -1,0 +1,282 @@
+"""The metadata store: cluster layout, ownership, load reports, config, decisions and audit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+from balancer.bundles import Bundle as BundleValue
+from balancer.bundles import BundleRange
+
+
+class Cluster(models.Model):
+    """A messaging cluster (the demo has one)."""
+
+    name = models.CharField(max_length=100, unique=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class FailureDomain(models.Model):
+    """A group of brokers that fail together (rack, zone)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="failure_domains")
+    name = models.CharField(max_length=100)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="uniq_domain")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Broker(models.Model):
+    """A serving node that owns bundles. Its latest resource figures are denormalised from the
+    newest load report for the dashboard and the snapshot."""
+
+    class State(models.TextChoices):
+        ACTIVE = "active"
+        DRAINING = "draining"
+        DRAINED = "drained"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="brokers")
+    name = models.CharField(max_length=200, unique=True)
+    failure_domain = models.ForeignKey(
+        FailureDomain, null=True, blank=True, on_delete=models.SET_NULL, related_name="brokers"
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
+    latest_report = models.ForeignKey(
+        "LoadReport", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Tenant(models.Model):
+    """A Pulsar tenant: the owner of namespaces."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="tenants")
+    name = models.CharField(max_length=100)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="uniq_tenant")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Namespace(models.Model):
+    """``tenant/namespace``: the unit of policy; owns a 32-bit hash space cut into bundles."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="namespaces")
+    name = models.CharField(max_length=200, unique=True)  # full name, "tenant/ns"
+    anti_affinity_group = models.CharField(max_length=100, blank=True, default="")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Bundle(models.Model):
+    """A namespace's hash range ``[lower, upper)`` and its owner, with the leader's time-averaged
+    load (short-term: last 10 samples, long-term: last 1000, as Pulsar's TimeAverageMessageData)."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="bundles")
+    lower = models.BigIntegerField()
+    upper = models.BigIntegerField()
+    owner = models.ForeignKey(
+        Broker, null=True, blank=True, on_delete=models.SET_NULL, related_name="bundles"
+    )
+    last_unloaded_at = models.DateTimeField(null=True, blank=True)
+    short_term = models.JSONField(default=dict)  # msgRateIn/Out msg/s, msgThroughputIn/Out bytes/s
+    long_term = models.JSONField(default=dict)
+    samples = models.PositiveIntegerField(default=0)
+    topics = models.PositiveIntegerField(default=0)
+    producers = models.PositiveIntegerField(default=0)
+    consumers = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["namespace__name", "lower"]
+        constraints = [models.UniqueConstraint(fields=["namespace", "lower"], name="uniq_bundle")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def value(self) -> BundleValue:
+        """The balancer's Bundle for this row."""
+        return BundleValue(self.namespace.name, BundleRange(self.lower, self.upper))
+
+    @property
+    def name(self) -> str:
+        """``tenant/ns/0xLOWER_0xUPPER``."""
+        return self.value.name
+
+    @property
+    def throughput_bytes_per_s(self) -> float:
+        """Short-term msgThroughputIn + msgThroughputOut."""
+        return float(self.short_term.get("msgThroughputIn", 0)) + float(
+            self.short_term.get("msgThroughputOut", 0)
+        )
+
+class LoadReport(models.Model):
+    """One broker's load report: resources as usage/limit, totals over its bundles."""
+
+    broker = models.ForeignKey(Broker, on_delete=models.CASCADE, related_name="reports")
+    reported_at = models.DateTimeField(db_index=True)
+    cpu_usage = models.FloatField()  # percent of one core, summed over cores
+    cpu_limit = models.FloatField()
+    memory_usage_mib = models.FloatField()
+    memory_limit_mib = models.FloatField()
+    direct_memory_usage_mib = models.FloatField(default=0)
+    direct_memory_limit_mib = models.FloatField(default=0)
+    bandwidth_in_usage_bytes_per_s = models.FloatField()
+    bandwidth_in_limit_bytes_per_s = models.FloatField()
+    bandwidth_out_usage_bytes_per_s = models.FloatField()
+    bandwidth_out_limit_bytes_per_s = models.FloatField()
+    msg_rate_in = models.FloatField()  # msg/s
+    msg_rate_out = models.FloatField()
+    msg_throughput_in_bytes_per_s = models.FloatField()
+    msg_throughput_out_bytes_per_s = models.FloatField()
+    bundle_count = models.PositiveIntegerField()
+    topic_count = models.PositiveIntegerField()
+    weighted_usage_fraction = models.FloatField()  # ThresholdShedder's figure, 1.0 = 100 %
+    exported = models.BooleanField(default=False, db_index=True)  # written to the Parquet history
+
+    class Meta:
+        ordering = ["-reported_at"]
+        indexes = [models.Index(fields=["broker", "-reported_at"])]
+
+
+class ClusterSample(models.Model):
+    """The cluster's imbalance at one tick: CV (population std / mean) of broker usage."""
+
+    at = models.DateTimeField(db_index=True)
+    mean_usage_fraction = models.FloatField()
+    std_usage_fraction = models.FloatField()
+    cv = models.FloatField()
+
+    class Meta:
+        ordering = ["at"]
+
+
+class BalancerConfig(models.Model):
+    """The strategies and their parameters (reference keys and units), and their memory."""
+
+    cluster = models.OneToOneField(
+        Cluster, on_delete=models.CASCADE, related_name="balancer_config"
+    )
+    shedder = models.CharField(max_length=100, default="ThresholdShedder")
+    placement = models.CharField(max_length=100, default="LeastLongTermMessageRate")
+    split_algorithm = models.CharField(max_length=100, default="range_equally_divide")
+    parameters = models.JSONField(
+        default=dict
+    )  # Pulsar keys, e.g. {"loadBalancerBrokerThresholdShedderPercentage": 10}
+    is_shedding_enabled = models.BooleanField(default=True)
+    state = models.JSONField(default=dict)  # strategy name -> what it remembers between cycles
+
+
+class TickLock(models.Model):
+    """One row claimed by compare-and-set so that one shedding tick runs at a time cluster-wide."""
+
+    name = models.CharField(max_length=50, unique=True)
+    locked_until = models.DateTimeField()
+    holder = models.CharField(max_length=200, blank=True, default="")
+
+
+class Decision(models.Model):
+    """One balancer decision: a shedding cycle or a placement, with reason and numbers."""
+
+    class Kind(models.TextChoices):
+        SHED = "shed"
+        PLACE = "place"
+
+    at = models.DateTimeField(db_index=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    strategy = models.CharField(max_length=100)
+    reason = models.CharField(max_length=100)
+    summary = models.CharField(max_length=500)
+    details = models.JSONField(default=dict)  # the strategy's output: unloads, skipped, stats
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+
+class AuditEvent(models.Model):
+    """Every automatic and manual action: when, who, what, why, and the load before and after."""
+
+    class Action(models.TextChoices):
+        UNLOAD = "unload"
+        PLACE = "place"
+        SPLIT = "split"
+        DRAIN = "drain"
+        CONFIG = "config"
+        REPORT = "report"
+
+    at = models.DateTimeField(db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )  # None: the balancer itself
+    action = models.CharField(max_length=20, choices=Action.choices)
+    target = models.CharField(max_length=300)
+    source = models.CharField(max_length=200, blank=True, default="")
+    destination = models.CharField(max_length=200, blank=True, default="")
+    reason = models.CharField(max_length=300)
+    decision = models.ForeignKey(Decision, null=True, blank=True, on_delete=models.SET_NULL)
+    load_before = models.JSONField(default=dict)  # broker -> usage fraction, and "cv"
+    load_after = models.JSONField(null=True, blank=True)  # filled from the first tick after
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    @property
+    def actor_name(self) -> str:
+        """The operator's username, or "balancer" for automatic actions."""
+        return self.actor.get_username() if self.actor else "balancer"
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-ready line for the websocket and the API."""
+        return {
+            "id": self.pk,
+            "at": self.at.isoformat(),
+            "actor": self.actor_name,
+            "action": self.action,
+            "target": self.target,
+            "source": self.source,
+            "destination": self.destination,
+            "reason": self.reason,
+        }
+
+
+class ReportRun(models.Model):
+    """One Spark job run building historical load reports."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    master = models.CharField(max_length=200)
+    broker_hours = models.JSONField(default=list)  # rows: broker, hour, cpu p50/p95/max, ...
+    cluster_hours = models.JSONField(default=list)  # rows: hour, cv
+    log_tail = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at"]

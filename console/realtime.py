@@ -1,0 +1,38 @@
+"""Websocket groups and events. ``publish`` is the only caller of ``group_send``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+CLUSTER_GROUP = "cluster"
+
+LOAD_REPORTED = "balancer.load_reported"
+DECISION_MADE = "balancer.decision_made"
+BUNDLE_MOVED = "balancer.bundle_moved"
+CV_SAMPLED = "balancer.cv_sampled"
+REPORT_CHANGED = "balancer.report_changed"
+
+
+def publish(event_type: str, payload: dict[str, Any], group: str = CLUSTER_GROUP) -> None:
+    """Send an event to a group once the current transaction commits (now if there is none).
+
+    A failed send is logged, never raised: the decision has been made and stored already.
+    """
+
+    def send() -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        try:
+            async_to_sync(layer.group_send)(group, {"type": event_type, "payload": payload})
+        except Exception:  # the websocket is a view; the store is the truth
+            log.warning("could not publish %s to %s", event_type, group, exc_info=True)
+
+    transaction.on_commit(send)

@@ -1,0 +1,1 @@
+"""Historical load reports built by Spark from the Parquet load history."""

@@ -1,0 +1,7 @@
+"""Websocket URL routes."""
+
+from django.urls import path
+
+from console.consumers import ClusterConsumer
+
+websocket_urlpatterns = [path("ws/cluster/", ClusterConsumer.as_asgi())]

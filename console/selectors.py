@@ -1,0 +1,147 @@
+"""Reads: ORM rows -> balancer types, and the rows the pages show."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from balancer.config import PulsarConfig
+from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage
+from balancer.snapshot import ClusterSnapshot, NamespacePolicy
+from balancer.stats import imbalance
+from balancer.wire import RATE_KEYS
+from console.models import BalancerConfig, Broker, Bundle, Cluster, LoadReport, Namespace
+
+
+def rates_from_json(doc: dict[str, Any]) -> MessageRates:
+    """Stored ``{"msgRateIn": ...}`` -> MessageRates (missing keys are 0)."""
+    return MessageRates(**{attr: float(doc.get(key, 0.0)) for key, attr in RATE_KEYS.items()})
+
+
+def rates_to_json(rates: MessageRates) -> dict[str, float]:
+    """MessageRates -> the stored ``{"msgRateIn": ...}`` form."""
+    return {key: getattr(rates, attr) for key, attr in RATE_KEYS.items()}
+
+
+def broker_load_from_report(
+    broker: Broker, report: LoadReport | None, bundles: tuple[str, ...]
+) -> BrokerLoad:
+    """The balancer's view of a broker from its newest load report (zeros if it never reported)."""
+    domain = broker.failure_domain.name if broker.failure_domain else ""
+    if report is None:
+        return BrokerLoad(
+            name=broker.name, failure_domain=domain, state=broker.state, bundles=bundles
+        )
+    return BrokerLoad(
+        name=broker.name,
+        failure_domain=domain,
+        state=broker.state,
+        cpu=ResourceUsage(report.cpu_usage, report.cpu_limit),
+        memory=ResourceUsage(report.memory_usage_mib, report.memory_limit_mib),
+        direct_memory=ResourceUsage(report.direct_memory_usage_mib, report.direct_memory_limit_mib),
+        bandwidth_in=ResourceUsage(
+            report.bandwidth_in_usage_bytes_per_s, report.bandwidth_in_limit_bytes_per_s
+        ),
+        bandwidth_out=ResourceUsage(
+            report.bandwidth_out_usage_bytes_per_s, report.bandwidth_out_limit_bytes_per_s
+        ),
+        rates=MessageRates(
+            report.msg_rate_in,
+            report.msg_rate_out,
+            report.msg_throughput_in_bytes_per_s,
+            report.msg_throughput_out_bytes_per_s,
+        ),
+        bundles=bundles,
+        topics=report.topic_count,
+    )
+
+
+def cluster_snapshot_get(*, now: datetime) -> ClusterSnapshot:
+    """Everything a decision may read: brokers' newest reports, bundle loads and owners, the
+    namespaces' policies and the recently unloaded bundles (unload time, s since epoch)."""
+    bundles = list(Bundle.objects.select_related("namespace", "owner"))
+    owned: dict[int, list[str]] = {}
+    for bundle in bundles:
+        if bundle.owner_id is not None:
+            owned.setdefault(bundle.owner_id, []).append(bundle.name)
+    brokers = {
+        b.name: broker_load_from_report(b, b.latest_report, tuple(owned.get(b.pk, ())))
+        for b in Broker.objects.select_related("latest_report", "failure_domain")
+    }
+    bundle_loads = {
+        b.name: BundleLoad(
+            name=b.name,
+            owner=b.owner.name if b.owner else None,
+            short_term=rates_from_json(b.short_term),
+            long_term=rates_from_json(b.long_term),
+            topics=b.topics,
+            producers=b.producers,
+            consumers=b.consumers,
+        )
+        for b in bundles
+    }
+    namespaces = {
+        ns.name: NamespacePolicy(ns.name, ns.anti_affinity_group or None)
+        for ns in Namespace.objects.all()
+    }
+    recently_unloaded = {
+        b.name: b.last_unloaded_at.timestamp() for b in bundles if b.last_unloaded_at is not None
+    }
+    return ClusterSnapshot(
+        now=now.timestamp(),
+        brokers=brokers,
+        bundles=bundle_loads,
+        namespaces=namespaces,
+        recently_unloaded=recently_unloaded,
+    )
+
+
+def balancer_config_get() -> BalancerConfig:
+    """The cluster's balancer config row (created with defaults on first use)."""
+    cluster, _ = Cluster.objects.get_or_create(name="default")
+    config, _ = BalancerConfig.objects.get_or_create(cluster=cluster)
+    return config
+
+
+def pulsar_config_get(config: BalancerConfig | None = None) -> PulsarConfig:
+    """The stored parameters as the balancer's frozen config."""
+    config = config or balancer_config_get()
+    return PulsarConfig.from_keys(config.parameters)
+
+
+def broker_rankings() -> list[dict[str, Any]]:
+    """Dashboard rows, least loaded first: score (weighted max usage, %), cpu %, bandwidth in/out %,
+    bundles, throughput (bytes/s), msg rate (msg/s), state, failure domain."""
+    rows = []
+    counts: dict[int, int] = {}
+    for owner_id in Bundle.objects.filter(owner__isnull=False).values_list("owner_id", flat=True):
+        counts[owner_id] = counts.get(owner_id, 0) + 1
+    for broker in Broker.objects.select_related("latest_report", "failure_domain"):
+        load = broker_load_from_report(broker, broker.latest_report, ())
+        report = broker.latest_report
+        rows.append(
+            {
+                "name": broker.name,
+                "state": broker.state,
+                "failureDomain": load.failure_domain,
+                "score": round((report.weighted_usage_fraction if report else 0.0) * 100, 1),
+                "cpu": round(load.cpu.percent(), 1),
+                "bandwidthIn": round(load.bandwidth_in.percent(), 1),
+                "bandwidthOut": round(load.bandwidth_out.percent(), 1),
+                "bundles": counts.get(broker.pk, 0),
+                "throughput": load.rates.throughput,
+                "msgRate": load.rates.msg_rate,
+                "reportedAt": report.reported_at.isoformat() if report else None,
+            }
+        )
+    rows.sort(key=lambda r: (r["score"], r["name"]))
+    for rank, row in enumerate(rows, start=1):
+        row["rank"] = rank
+    return rows
+
+
+def current_imbalance(rows: list[dict[str, Any]] | None = None) -> dict[str, float]:
+    """CV, mean and std of the active brokers' scores (fractions), from the newest reports."""
+    rows = broker_rankings() if rows is None else rows
+    spread = imbalance(r["score"] / 100 for r in rows if r["state"] == "active" and r["reportedAt"])
+    return {"cv": spread.cv, "mean": spread.mean, "std": spread.std}

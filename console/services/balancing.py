@@ -1,0 +1,329 @@
+"""Balancing writes: placement on lookup, the shedding tick, operator unloads.
+
+Each applies a balancer decision atomically and records it (Decision) with an AuditEvent per
+action, then publishes the change after commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from balancer import bundles as bundle_ops
+from balancer.decisions import Placement, Reason, SheddingDecision
+from balancer.errors import BalancerError
+from balancer.hashing import format_hash, topic_hash
+from balancer.placement.place import place
+from balancer.registry import get_placement_strategy, get_shedder
+from balancer.snapshot import ClusterSnapshot
+from balancer.stats import imbalance
+from console import realtime, selectors
+from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision, Namespace, TickLock
+from console.services.errors import ConsoleError
+
+log = logging.getLogger(__name__)
+TICK_LOCK = "shedding-tick"
+
+
+def _usage(snapshot: ClusterSnapshot) -> dict[str, float]:
+    weights = selectors.pulsar_config_get().weights
+    return {name: b.weighted_max_usage(weights) for name, b in snapshot.brokers.items()}
+
+
+def _load_figures(usage: dict[str, float], *brokers: str | None) -> dict[str, Any]:
+    """Usage fractions of the brokers an action touched, and the CV of all active ones."""
+    figures: dict[str, Any] = {b: round(usage[b], 4) for b in brokers if b and b in usage}
+    figures["cv"] = round(imbalance(usage.values()).cv, 4)
+    return figures
+
+
+def _place_all(
+    snapshot: ClusterSnapshot,
+    names: list[str],
+    *,
+    now: datetime,
+    actor: AbstractBaseUser | None,
+    why: str,
+) -> list[Placement]:
+    """Place unowned bundles one after the other; each sees the ones placed before it."""
+    config = selectors.balancer_config_get()
+    strategy = get_placement_strategy(config.placement)
+    pulsar = selectors.pulsar_config_get(config)
+    state: dict[str, Any] = {"preallocated": {}}
+    usage = _usage(snapshot)
+    placements = []
+    brokers = {b.name: b for b in Broker.objects.all()}
+    for name in names:
+        placement = place(snapshot, name, pulsar, state, strategy=strategy)
+        state = placement.state
+        placements.append(placement)
+        decision = Decision.objects.create(
+            at=now,
+            kind=Decision.Kind.PLACE,
+            strategy=strategy,
+            reason=str(placement.reason),
+            summary=f"{name} -> {placement.broker or 'nobody'}",
+            details=placement.as_dict() | {"why": why},
+        )
+        if placement.broker is None:
+            continue
+        bundle = _bundle_by_name(name)
+        bundle.owner = brokers[placement.broker]
+        bundle.save(update_fields=["owner"])
+        event = AuditEvent.objects.create(
+            at=now,
+            actor=actor,
+            action=AuditEvent.Action.PLACE,
+            target=name,
+            destination=placement.broker,
+            reason=f"{why}; {placement.reason}: least long-term msg rate "
+            f"({placement.scores.get(placement.broker, 0):.1f} msg/s)",
+            decision=decision,
+            load_before=_load_figures(usage, placement.broker),
+        )
+        realtime.publish(realtime.BUNDLE_MOVED, event.summary())
+    return placements
+
+
+def _bundle_by_name(name: str) -> Bundle:
+    try:
+        parsed = bundle_ops.parse_bundle_name(name)
+    except BalancerError as exc:
+        raise ConsoleError(exc.message, field="bundle") from None
+    try:
+        return Bundle.objects.select_related("namespace", "owner").get(
+            namespace__name=parsed.namespace, lower=parsed.range.lower, upper=parsed.range.upper
+        )
+    except Bundle.DoesNotExist:
+        raise ConsoleError(f"unknown bundle {name!r}", status=404, field="bundle") from None
+
+
+def bundle_lookup(topic: str, *, now: datetime | None = None) -> dict[str, Any]:
+    """Topic -> bundle -> owner; an unowned bundle is placed first with the configured strategy.
+
+    Raises:
+        ConsoleError: 400 for a malformed topic name, 404 for an unknown namespace, 409 when no
+            broker can take the bundle.
+    """
+    now = now or timezone.now()
+    try:
+        namespace_name = bundle_ops.namespace_of_topic(topic)
+    except BalancerError as exc:
+        raise ConsoleError(exc.message, field="topic") from None
+    with transaction.atomic():
+        try:
+            namespace = Namespace.objects.get(name=namespace_name)
+        except Namespace.DoesNotExist:
+            raise ConsoleError(
+                f"unknown namespace {namespace_name!r}", status=404, field="topic"
+            ) from None
+        rows = list(namespace.bundles.order_by("lower").select_related("owner"))
+        boundaries = [r.lower for r in rows] + [rows[-1].upper]
+        point = topic_hash(topic)
+        row = rows[bundle_ops.bundle_index_for(boundaries, point)]
+        if row.owner is None:
+            snapshot = selectors.cluster_snapshot_get(now=now)
+            placement = _place_all(snapshot, [row.name], now=now, actor=None, why="lookup")[0]
+            if placement.broker is None:
+                raise ConsoleError(
+                    f"no broker can take bundle {row.name}", status=409, field="topic"
+                )
+            row.refresh_from_db()
+        return {
+            "topic": topic,
+            "hash": format_hash(point),
+            "bundle": row.name,
+            "owner": row.owner.name if row.owner else None,
+        }
+
+
+def _unload(
+    bundle: Bundle,
+    *,
+    now: datetime,
+    actor: AbstractBaseUser | None,
+    reason: str,
+    usage: dict[str, float],
+    decision: Decision | None,
+) -> AuditEvent:
+    source = bundle.owner.name if bundle.owner else ""
+    bundle.owner = None
+    bundle.last_unloaded_at = now
+    bundle.save(update_fields=["owner", "last_unloaded_at"])
+    event = AuditEvent.objects.create(
+        at=now,
+        actor=actor,
+        action=AuditEvent.Action.UNLOAD,
+        target=bundle.name,
+        source=source,
+        reason=reason,
+        decision=decision,
+        load_before=_load_figures(usage, source),
+    )
+    realtime.publish(realtime.BUNDLE_MOVED, event.summary())
+    return event
+
+
+def bundle_unload(
+    bundle_name: str, *, actor: AbstractBaseUser, now: datetime | None = None
+) -> dict[str, Any]:
+    """An operator unloads a bundle: it leaves its owner and is placed again at once.
+
+    Raises:
+        ConsoleError: 404 unknown bundle; 409 when the bundle has no owner (nothing to unload) or
+            no other broker could take it.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        bundle = _bundle_by_name(bundle_name)
+        bundle = (
+            Bundle.objects.select_for_update()
+            .select_related("namespace", "owner")
+            .get(pk=bundle.pk)
+        )
+        if bundle.owner is None:
+            raise ConsoleError(
+                f"bundle {bundle_name} has no owner; nothing to unload", status=409, field="bundle"
+            )
+        snapshot = selectors.cluster_snapshot_get(now=now)
+        event = _unload(
+            bundle,
+            now=now,
+            actor=actor,
+            reason="operator unload",
+            usage=_usage(snapshot),
+            decision=None,
+        )
+        snapshot = selectors.cluster_snapshot_get(now=now)
+        placement = _place_all(
+            snapshot, [bundle.name], now=now, actor=actor, why="after operator unload"
+        )[0]
+        event.destination = placement.broker or ""
+        event.save(update_fields=["destination"])
+    return {
+        "bundle": bundle.name,
+        "source": event.source,
+        "destination": placement.broker,
+        "audit": event.pk,
+    }
+
+
+def _claim_tick(now: datetime, ttl_s: float) -> bool:
+    TickLock.objects.get_or_create(
+        name=TICK_LOCK, defaults={"locked_until": now - timedelta(seconds=1)}
+    )
+    holder = f"{socket.gethostname()}:{os.getpid()}"
+    return bool(
+        TickLock.objects.filter(name=TICK_LOCK, locked_until__lt=now).update(
+            locked_until=now + timedelta(seconds=ttl_s), holder=holder
+        )
+    )
+
+
+def _release_tick(now: datetime) -> None:
+    TickLock.objects.filter(name=TICK_LOCK).update(locked_until=now - timedelta(seconds=1))
+
+
+def _fill_load_after(snapshot: ClusterSnapshot, now: datetime) -> None:
+    usage = _usage(snapshot)
+    for event in AuditEvent.objects.filter(load_after__isnull=True, at__lt=now):
+        brokers = [k for k in event.load_before if k != "cv"]
+        event.load_after = _load_figures(usage, *brokers)
+        event.save(update_fields=["load_after"])
+
+
+def shedding_tick_run(*, now: datetime | None = None, lock_ttl_s: float = 60) -> Decision | None:
+    """One shedding cycle, cluster-wide: run the configured shedder on a fresh snapshot, apply
+    its unloads, place the unloaded bundles, record everything.
+
+    Returns None, doing nothing, when another tick holds the lock or shedding is disabled.
+    """
+    now = now or timezone.now()
+    if not _claim_tick(now, lock_ttl_s):
+        log.info("another shedding tick is running; skipped")
+        return None
+    try:
+        with transaction.atomic():
+            config = selectors.balancer_config_get()
+            snapshot = selectors.cluster_snapshot_get(now=now)
+            _fill_load_after(snapshot, now)
+            usage = _usage(snapshot)
+            active = {n: u for n, u in usage.items() if snapshot.brokers[n].is_active}
+            spread = imbalance(active.values())
+            sample = ClusterSample.objects.create(
+                at=now, mean_usage_fraction=spread.mean, std_usage_fraction=spread.std, cv=spread.cv
+            )
+            realtime.publish(
+                realtime.CV_SAMPLED, {"at": now.isoformat(), "cv": sample.cv, "mean": spread.mean}
+            )
+            if not config.is_shedding_enabled or len(snapshot.brokers) < 2:
+                return None
+            name, shedder = get_shedder(config.shedder)
+            result: SheddingDecision = shedder(
+                snapshot, selectors.pulsar_config_get(config), dict(config.state.get(name, {}))
+            )
+            config.state = {**config.state, name: result.state}
+            config.save(update_fields=["state"])
+            decision = Decision.objects.create(
+                at=now,
+                kind=Decision.Kind.SHED,
+                strategy=name,
+                reason=str(result.reason),
+                summary=_summary(result),
+                details=result.as_dict() | {"cv": spread.cv},
+            )
+            unloaded = []
+            for unload in result.unloads:
+                bundle = _bundle_by_name(unload.bundle)
+                if bundle.owner is None or bundle.owner.name != unload.source:
+                    continue  # ownership changed since the snapshot; never unload from a non-owner
+                _unload(
+                    bundle,
+                    now=now,
+                    actor=None,
+                    reason=f"{result.strategy} {unload.reason}: {unload.load / 1048576:.1f} MiB/s "
+                    f"from {unload.source} at {usage[unload.source]:.1%} "
+                    f"(mean {result.stats.get('avgUsage', 0):.1%})",
+                    usage=usage,
+                    decision=decision,
+                )
+                unloaded.append(unload.bundle)
+            if unloaded:
+                after = selectors.cluster_snapshot_get(now=now)
+                placements = _place_all(after, unloaded, now=now, actor=None, why=f"{name} unload")
+                for event in AuditEvent.objects.filter(
+                    decision=decision, action=AuditEvent.Action.UNLOAD
+                ):
+                    dest = next((p.broker for p in placements if p.bundle == event.target), None)
+                    event.destination = dest or ""
+                    event.save(update_fields=["destination"])
+            realtime.publish(
+                realtime.DECISION_MADE,
+                {
+                    "id": decision.pk,
+                    "at": now.isoformat(),
+                    "strategy": name,
+                    "reason": decision.reason,
+                    "summary": decision.summary,
+                },
+            )
+            return decision
+    finally:
+        _release_tick(timezone.now())
+
+
+def _summary(result: SheddingDecision) -> str:
+    if result.unloads:
+        return f"unload {len(result.unloads)} bundle(s): " + ", ".join(
+            f"{u.bundle} from {u.source}" for u in result.unloads
+        )
+    if result.reason == Reason.BALANCED:
+        return "balanced: no broker above mean + threshold"
+    return str(result.reason)

@@ -1,0 +1,150 @@
+"""Fulcrum console settings: flat and environment-driven (README "Configuration")."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("FULCRUM_VAR_DIR", BASE_DIR / "var"))
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    return os.environ.get(name, str(default)).lower() in {"1", "true", "yes", "on"}
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "fulcrum-dev-only-secret-change-me")
+DEBUG = _env_bool("DJANGO_DEBUG", True)
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "console.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "console.asgi.application"
+
+# SQLite by default; DATABASE_URL=postgres://user:pass@host:5432/fulcrum for PostgreSQL.
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'fulcrum.sqlite3'}"),
+        conn_max_age=60,
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Several processes (web, worker, beat, simulator) write; wait instead of failing on a lock.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    # Channels' live-server tests run daphne in another process: it needs a file database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_fulcrum.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
+CHANNEL_LAYERS = {
+    "default": (
+        {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+        if os.environ.get("FULCRUM_CHANNEL_LAYER") == "memory"
+        else {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    )
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "console.api.permissions.BrokerTokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {"TITLE": "Fulcrum API", "VERSION": "0.1.0"}
+
+# Brokers (and the simulator) authenticate load reports and lookups with this shared token.
+FULCRUM_BROKER_TOKEN = os.environ.get("FULCRUM_BROKER_TOKEN", "fulcrum-dev-broker-token")
+# Every operator action is refused with 403 when set (a look-only console).
+FULCRUM_READ_ONLY = _env_bool("FULCRUM_READ_ONLY", False)
+# Parquet history of load reports, partitioned by date.
+FULCRUM_HISTORY_DIR = Path(os.environ.get("FULCRUM_HISTORY_DIR", VAR_DIR / "history"))
+FULCRUM_REPORTS_DIR = Path(os.environ.get("FULCRUM_REPORTS_DIR", VAR_DIR / "reports"))
+# A broker that has not reported for this long is left out of balancing decisions.
+FULCRUM_BROKER_TIMEOUT_S = float(os.environ.get("FULCRUM_BROKER_TIMEOUT_S", "60"))
+
+SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[*]")
+SPARK_SUBMIT = os.environ.get("SPARK_SUBMIT", "spark-submit")
+
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ALWAYS_EAGER = _env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# The shedding tick: Pulsar sheds every minute; the demo's trace plays 30x faster than real time,
+# so 10 s here is about five simulated minutes between shedding decisions.
+FULCRUM_TICK_INTERVAL_S = float(os.environ.get("FULCRUM_TICK_INTERVAL_S", "10"))
+# History is flushed from the database to Parquet once a minute: few, larger files.
+FULCRUM_HISTORY_FLUSH_S = float(os.environ.get("FULCRUM_HISTORY_FLUSH_S", "60"))
+CELERY_BEAT_SCHEDULE = {
+    "shedding-tick": {"task": "console.tasks.shedding_tick", "schedule": FULCRUM_TICK_INTERVAL_S},
+    "history-flush": {"task": "console.tasks.history_flush", "schedule": FULCRUM_HISTORY_FLUSH_S},
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("FULCRUM_LOG_LEVEL", "INFO")},
+    "loggers": {"django.channels.server": {"level": "WARNING"}},
+}

@@ -1,0 +1,29 @@
+"""Celery entry points: a few lines each; they call services."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from console.reports.submit import report_run_execute
+from console.services import shedding_tick_run
+from console.services.history import history_flush as history_flush_service
+
+
+@shared_task(ignore_result=True)
+def shedding_tick() -> int | None:
+    """One shedding cycle (skipped when another worker holds the tick lock)."""
+    decision = shedding_tick_run()
+    return decision.pk if decision else None
+
+
+@shared_task(ignore_result=True)
+def history_flush() -> int:
+    """Copy new load reports to the Parquet history."""
+    return history_flush_service()
+
+
+@shared_task(ignore_result=True)
+def report_run(run_id: int) -> str:
+    """Run one Spark report job."""
+    history_flush_service()
+    return report_run_execute(run_id).status

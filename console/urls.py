@@ -1,0 +1,24 @@
+"""URL routes: pages, the API, the OpenAPI schema."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.contrib.staticfiles.urls import staticfiles_urlpatterns
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from console import views
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("namespaces/", views.namespaces, name="namespaces"),
+    path("namespaces/<path:name>/bundles/", views.namespace_bundles, name="namespace-bundles"),
+    path("audit/", views.audit, name="audit"),
+    path("reports/", views.reports, name="reports"),
+    path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/", include("console.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("admin/", admin.site.urls),
+    *staticfiles_urlpatterns(),
+]
