@@ -30,6 +30,11 @@ RATE_KEYS = {
 }
 
 
+def at(path: str, key: str) -> str:
+    """The JSON path of ``key`` inside ``path`` (``brokers[2]`` + ``cpu`` -> ``brokers[2].cpu``)."""
+    return f"{path}.{key}" if path else key
+
+
 def obj(value: Any, path: str) -> Mapping[str, Any]:
     """``value`` as a JSON object, or BalancerError naming ``path``."""
     if not isinstance(value, Mapping):
@@ -46,7 +51,7 @@ def array(value: Any, path: str) -> list[Any]:
 
 def number(doc: Mapping[str, Any], key: str, path: str, default: float | None = 0.0) -> float:
     """A finite, non-negative number at ``doc[key]``; ``default`` when absent (None: required)."""
-    where = f"{path}.{key}" if path else key
+    where = at(path, key)
     if key not in doc:
         if default is None:
             raise BalancerError("is required", field=where)
@@ -61,7 +66,7 @@ def number(doc: Mapping[str, Any], key: str, path: str, default: float | None = 
 
 def integer(doc: Mapping[str, Any], key: str, path: str, default: int = 0) -> int:
     """A non-negative integer at ``doc[key]``, ``default`` when absent."""
-    where = f"{path}.{key}" if path else key
+    where = at(path, key)
     if key not in doc:
         return default
     value = doc[key]
@@ -72,7 +77,7 @@ def integer(doc: Mapping[str, Any], key: str, path: str, default: int = 0) -> in
 
 def text(doc: Mapping[str, Any], key: str, path: str, default: str | None = None) -> str:
     """A non-empty string at ``doc[key]``; ``default`` when absent (None: required)."""
-    where = f"{path}.{key}" if path else key
+    where = at(path, key)
     if key not in doc:
         if default is None:
             raise BalancerError("is required", field=where)
@@ -92,7 +97,7 @@ def parse_resource(doc: Mapping[str, Any], key: str, path: str) -> ResourceUsage
     """A ``{usage, limit}`` resource; absent is 0 of 0."""
     if key not in doc:
         return ResourceUsage()
-    where = f"{path}.{key}"
+    where = at(path, key)
     body = obj(doc[key], where)
     return ResourceUsage(
         usage=number(body, "usage", where, None), limit=number(body, "limit", where, None)
@@ -104,11 +109,11 @@ def parse_broker(value: Any, path: str) -> BrokerLoad:
     doc = obj(value, path)
     state = text(doc, "state", path, "active")
     if state not in BROKER_STATES:
-        raise BalancerError(f"must be one of {', '.join(BROKER_STATES)}", field=f"{path}.state")
-    bundles = array(doc.get("bundles", []), f"{path}.bundles")
+        raise BalancerError(f"must be one of {', '.join(BROKER_STATES)}", field=at(path, "state"))
+    bundles = array(doc.get("bundles", []), at(path, "bundles"))
     for i, name in enumerate(bundles):
         if not isinstance(name, str) or not name:
-            raise BalancerError("must be a bundle name", field=f"{path}.bundles[{i}]")
+            raise BalancerError("must be a bundle name", field=f"{at(path, 'bundles')}[{i}]")
     topics = doc.get("topics", 0)
     topic_count = len(topics) if isinstance(topics, list) else integer(doc, "topics", path)
     return BrokerLoad(
@@ -127,14 +132,14 @@ def parse_bundle(value: Any, path: str) -> BundleLoad:
     doc = obj(value, path)
     owner = doc.get("owner")
     if owner is not None and (not isinstance(owner, str) or not owner):
-        raise BalancerError("must be a broker name or null", field=f"{path}.owner")
+        raise BalancerError("must be a broker name or null", field=at(path, "owner"))
     return BundleLoad(
         name=text(doc, "name", path),
         owner=owner,
         short_term=parse_rates(
-            obj(doc.get("shortTerm", {}), f"{path}.shortTerm"), f"{path}.shortTerm"
+            obj(doc.get("shortTerm", {}), at(path, "shortTerm")), at(path, "shortTerm")
         ),
-        long_term=parse_rates(obj(doc.get("longTerm", {}), f"{path}.longTerm"), f"{path}.longTerm"),
+        long_term=parse_rates(obj(doc.get("longTerm", {}), at(path, "longTerm")), at(path, "longTerm")),
         topics=integer(doc, "topics", path),
         producers=integer(doc, "producers", path),
         consumers=integer(doc, "consumers", path),

@@ -316,7 +316,7 @@ def shedding_tick_run(*, now: datetime | None = None, lock_ttl_s: float = 60) ->
             )
             return decision
     finally:
-        _release_tick(timezone.now())
+        _release_tick(now)
 
 
 def _summary(result: SheddingDecision) -> str:

@@ -1,0 +1,154 @@
+import io
+import json
+
+import pytest
+
+from balancer.cli import main
+
+
+def run(argv, doc=None):
+    out, err = io.StringIO(), io.StringIO()
+    stdin = io.StringIO(json.dumps(doc) if doc is not None else "")
+    code = main(argv, stdin=stdin, stdout=out, stderr=err)
+    return code, (json.loads(out.getvalue()) if out.getvalue() else None), (
+        json.loads(err.getvalue()) if err.getvalue() else None
+    )
+
+
+SNAPSHOT = {
+    "config": {"loadBalancerBrokerThresholdShedderPercentage": 10},
+    "now": 1700000000.0,
+    "brokers": [
+        {"name": "broker-1", "cpu": {"usage": 40, "limit": 100},
+         "msgThroughputIn": 104857600, "msgThroughputOut": 104857600,
+         "bundles": ["t/ns/0x00000000_0x40000000", "t/ns/0x40000000_0x80000000"]},
+        {"name": "broker-2", "cpu": {"usage": 10, "limit": 100}, "bundles": ["t/ns/0x80000000_0xc0000000"]},
+        {"name": "broker-3", "cpu": {"usage": 10, "limit": 100}, "bundles": []},
+    ],
+    "bundles": [
+        {"name": "t/ns/0x00000000_0x40000000", "owner": "broker-1",
+         "shortTerm": {"msgThroughputIn": 62914560, "msgThroughputOut": 62914560}},
+        {"name": "t/ns/0x40000000_0x80000000", "owner": "broker-1",
+         "shortTerm": {"msgThroughputIn": 41943040, "msgThroughputOut": 41943040}},
+        {"name": "t/ns/0x80000000_0xc0000000", "owner": "broker-2"},
+        {"name": "t/ns/0xc0000000_0xffffffff", "owner": None},
+    ],
+}
+
+
+def test_hash_prints_lowercase_hashes():
+    code, out, _ = run(["hash", "123456789"])
+    assert code == 0
+    assert out == {"hashes": [{"topic": "123456789", "hash": "0xcbf43926"}]}
+
+
+def test_bundles_prints_initial_boundaries():
+    code, out, _ = run(["bundles", "--count", "4", "--namespace", "t/ns"])
+    assert code == 0
+    assert out["boundaries"] == ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"]
+    assert out["bundles"][0] == "t/ns/0x00000000_0x40000000"
+
+
+def test_shed_follows_the_threshold_shedder():
+    code, out, _ = run(["shed", "--strategy", "ThresholdShedder"], SNAPSHOT)
+    assert code == 0
+    assert [u["bundle"] for u in out["unloads"]] == ["t/ns/0x00000000_0x40000000"]
+    assert out["unloads"][0]["reason"] == "Overloaded"
+    assert out["state"]["brokerAvgResourceUsage"]["broker-1"] == pytest.approx(0.4)
+
+
+def test_shed_accepts_snake_case_alias_and_state_round_trips():
+    _, first, _ = run(["shed", "--strategy", "threshold_shedder"], SNAPSHOT)
+    _, second, _ = run(["shed", "--strategy", "THRESHOLDSHEDDER"], {**SNAPSHOT, "state": first["state"]})
+    assert second["state"]["brokerAvgResourceUsage"]["broker-1"] == pytest.approx(0.4)
+
+
+def test_place_picks_a_broker_and_reports_candidates():
+    code, out, _ = run(["place"], {**SNAPSHOT, "bundle": "t/ns/0xc0000000_0xffffffff"})
+    assert code == 0
+    assert out["broker"] == "broker-3"
+    assert out["state"]["preallocated"] == {"t/ns/0xc0000000_0xffffffff": "broker-3"}
+
+
+def test_lookup_finds_bundle_and_owner():
+    from balancer.hashing import topic_hash
+
+    topic = "persistent://t/ns/orders"
+    code, out, _ = run(["lookup", topic], SNAPSHOT)
+    assert code == 0
+    assert out["hash"] == f"0x{topic_hash(topic):08x}"
+    lower, upper = (int(x, 16) for x in out["bundle"].rsplit("/", 1)[1].split("_"))
+    assert lower <= topic_hash(topic) < upper or topic_hash(topic) == upper == 0xFFFFFFFF
+
+
+def test_lookup_uses_bundle_count_when_no_bundles_are_listed():
+    doc = {"namespaces": [{"name": "t/other", "bundleCount": 4}]}
+    code, out, _ = run(["lookup", "persistent://t/other/x"], doc)
+    assert code == 0
+    assert out["owner"] is None
+
+
+def test_split_range_equally_divide():
+    code, out, _ = run(["split", "--algorithm", "range_equally_divide"],
+                       {"bundle": {"lower": "0x00000000", "upper": "0x80000000", "namespace": "t/ns"}})
+    assert code == 0
+    assert out == {
+        "boundaries": ["0x40000000"],
+        "bundles": ["t/ns/0x00000000_0x40000000", "t/ns/0x40000000_0x80000000"],
+    }
+
+
+def test_split_by_name():
+    _, out, _ = run(["split"], {"bundle": {"name": "t/ns/0x00000000_0xffffffff"}})
+    assert out["boundaries"] == ["0x7fffffff"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "doc", "field"),
+    [
+        (["shed"], {"brokers": [{"name": "b", "cpu": {"usage": 1, "limit": "x"}}]}, "brokers[0].cpu.limit"),
+        (["shed"], {"brokers": [{"name": "b"}, {"name": "b"}]}, "brokers[1].name"),
+        (["shed"], {"brokers": [{"cpu": {"usage": 1, "limit": 2}}]}, "brokers[0].name"),
+        (["shed"], {"config": {"nope": 1}}, "config.nope"),
+        (["shed"], {"bundles": [{"name": "t/ns/x", "owner": "ghost"}]}, "bundles[0].owner"),
+        (["shed", "--strategy", "Nope"], {}, "strategy"),
+        (["split", "--algorithm", "nope"], {}, "algorithm"),
+        (["split"], {"bundle": {"lower": "zz", "upper": "0x1"}}, "bundle.lower"),
+        (["place"], {"brokers": []}, "bundle"),
+        (["lookup", "persistent://t/missing/x"], {}, "bundles"),
+    ],
+)
+def test_bad_input_exits_2_with_the_field_and_prints_nothing(argv, doc, field):
+    code, out, err = run(argv, doc)
+    assert code == 2
+    assert out is None
+    assert err["error"]["field"] == field
+    assert err["error"]["message"]
+
+
+def test_unknown_strategy_lists_the_valid_names():
+    _, _, err = run(["shed", "--strategy", "Nope"], {})
+    assert "ThresholdShedder" in err["error"]["message"]
+
+
+def test_invalid_json_and_missing_file_are_bad_input(tmp_path):
+    code, _, err = run(["shed"], None)
+    assert code == 2
+    assert err["error"]["field"] == "input"
+    code, _, err = run(["--input", str(tmp_path / "none.json"), "shed"])
+    assert code == 2
+    assert "cannot read input" in err["error"]["message"]
+
+
+def test_input_file_is_read(tmp_path):
+    path = tmp_path / "in.json"
+    path.write_text(json.dumps(SNAPSHOT))
+    code, out, _ = run(["shed", "--input", str(path)])
+    assert code == 0
+    assert out["unloads"]
+
+
+def test_unknown_command_is_bad_input():
+    code, _, err = run(["explode"])
+    assert code == 2
+    assert err["error"]["field"] == "argv"

@@ -1,0 +1,37 @@
+import pytest
+
+from balancer.load import BrokerLoad, MessageRates, ResourceUsage, ResourceWeights, time_average
+
+
+def test_percent_is_computed_in_float32_like_pulsar():
+    # Java: (double) (((float) 1 / (float) 3) * 100) prints 33.333335876464844 (checked with jshell).
+    assert ResourceUsage(1, 3).percent() == 33.333335876464844
+
+
+def test_percent_is_zero_without_a_limit_and_unclamped_above_100():
+    assert ResourceUsage(50, 0).percent() == 0.0
+    assert ResourceUsage(140, 100).percent() == 140.0
+
+
+def test_weighted_max_usage_ignores_memory_by_default():
+    broker = BrokerLoad("b", cpu=ResourceUsage(20, 100), memory=ResourceUsage(90, 100))
+    assert broker.weighted_max_usage(ResourceWeights()) == pytest.approx(0.2)
+    assert broker.weighted_max_usage(ResourceWeights(memory=1.0)) == pytest.approx(0.9)
+
+
+def test_max_resource_usage_excludes_memory():
+    broker = BrokerLoad("b", bandwidth_out=ResourceUsage(30, 100), memory=ResourceUsage(99, 100))
+    assert broker.max_resource_usage() == pytest.approx(0.3)
+
+
+def test_time_average_takes_the_first_sample_as_is_then_averages():
+    first = time_average(MessageRates(), MessageRates(10, 0, 100, 0), 0, 10)
+    assert first.msg_rate_in == 10
+    second = time_average(first, MessageRates(20, 0, 300, 0), 1, 10)
+    assert second.msg_rate_in == 15
+    assert second.msg_throughput_in == 200
+
+
+def test_time_average_window_is_capped_at_max_samples():
+    old = MessageRates(100, 0, 0, 0)
+    assert time_average(old, MessageRates(0, 0, 0, 0), 500, 10).msg_rate_in == pytest.approx(90)

@@ -1,0 +1,80 @@
+"""Shared fixtures: a small seeded cluster, an operator, API clients for operators and brokers."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from balancer.simulator.layout import BrokerSpec, Layout
+
+SMALL = Layout(
+    cluster="test",
+    brokers=(
+        BrokerSpec("broker-1", "zone-a", "unused"),
+        BrokerSpec("broker-2", "zone-a", "unused"),
+        BrokerSpec("broker-3", "zone-b", "unused"),
+    ),
+    namespaces=("acme/orders", "acme/payments"),
+    bundles_per_namespace=4,
+)
+MIB = 1024 * 1024
+
+
+def report(name: str, cpu: float, *, bundles=(), throughput_mib: float = 0.0, stats=None, **extra):
+    """A valid load report for ``name`` with CPU at ``cpu`` % and the given owned bundles."""
+    half = throughput_mib * MIB / 2
+    return {
+        "name": name,
+        "cpu": {"usage": cpu, "limit": 100},
+        "memory": {"usage": 1024, "limit": 8192},
+        "bandwidthIn": {"usage": half, "limit": 10_000_000_000},
+        "bandwidthOut": {"usage": half, "limit": 10_000_000_000},
+        "msgRateIn": 100.0,
+        "msgRateOut": 100.0,
+        "msgThroughputIn": half,
+        "msgThroughputOut": half,
+        "bundles": list(bundles),
+        "topics": 10,
+        "bundleStats": stats or {},
+        **extra,
+    }
+
+
+@pytest.fixture
+def cluster(db):
+    """The small layout seeded: 3 brokers in 2 domains, 2 namespaces × 4 unowned bundles."""
+    from console.services.seed import cluster_seed
+
+    return cluster_seed(SMALL)
+
+
+@pytest.fixture
+def operator(db):
+    from django.contrib.auth.models import Group
+
+    from console.api.permissions import OPERATORS_GROUP
+
+    user = User.objects.create_user("alice", password="s3cret-pass")
+    user.groups.add(Group.objects.get_or_create(name=OPERATORS_GROUP)[0])
+    return user
+
+
+@pytest.fixture
+def viewer(db):
+    return User.objects.create_user("bob", password="s3cret-pass")
+
+
+@pytest.fixture
+def operator_client(operator):
+    client = APIClient()
+    client.force_authenticate(operator)
+    return client
+
+
+@pytest.fixture
+def broker_client():
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Broker {settings.FULCRUM_BROKER_TOKEN}")
+    return client

@@ -1,0 +1,132 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision
+from console.services import bundle_lookup, bundle_unload, shedding_tick_run
+from console.services.balancing import _claim_tick
+from console.services.errors import ConsoleError
+from tests.conftest import report
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def ingest(doc):
+    from console.services import load_report_ingest
+
+    return load_report_ingest(doc)
+
+
+def test_lookup_places_an_unowned_bundle_and_records_it(cluster):
+    result = bundle_lookup("persistent://acme/orders/invoices", now=NOW)
+    assert result["owner"] in {"broker-1", "broker-2", "broker-3"}
+    bundle = next(b for b in Bundle.objects.select_related("namespace") if b.name == result["bundle"])
+    assert bundle.owner.name == result["owner"]
+    decision = Decision.objects.get(kind=Decision.Kind.PLACE)
+    assert decision.strategy == "LeastLongTermMessageRate"
+    assert decision.details["broker"] == result["owner"]
+    event = AuditEvent.objects.get(action=AuditEvent.Action.PLACE)
+    assert event.actor is None and event.destination == result["owner"]
+    # A second lookup finds the same owner without placing again.
+    assert bundle_lookup("persistent://acme/orders/invoices", now=NOW)["owner"] == result["owner"]
+    assert Decision.objects.count() == 1
+
+
+def test_lookup_spreads_a_namespace_evenly(cluster):
+    owners = [
+        bundle_lookup(f"persistent://acme/orders/t{i}", now=NOW)["owner"] for i in range(200)
+    ]
+    per_broker = {o: 0 for o in owners}
+    for b in Bundle.objects.filter(namespace__name="acme/orders"):
+        per_broker[b.owner.name] += 1
+    assert sorted(per_broker.values()) == [1, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("topic", "status"), [("nonsense", 400), ("persistent://acme/unknown/x", 404)]
+)
+def test_lookup_refuses_bad_topics(cluster, topic, status):
+    with pytest.raises(ConsoleError) as err:
+        bundle_lookup(topic)
+    assert err.value.status == status
+
+
+def own_all(owner_of):
+    """Give every bundle an owner: owner_of(index) -> broker name."""
+    brokers = {b.name: b for b in Broker.objects.all()}
+    for i, bundle in enumerate(Bundle.objects.order_by("namespace__name", "lower")):
+        bundle.owner = brokers[owner_of(i)]
+        bundle.short_term = {"msgThroughputIn": 40 * 1024 * 1024, "msgThroughputOut": 40 * 1024 * 1024}
+        bundle.save()
+
+
+def names_of(broker):
+    return [b.name for b in Bundle.objects.select_related("namespace") if b.owner and b.owner.name == broker]
+
+
+def test_tick_unloads_from_the_hot_broker_places_and_audits(cluster):
+    own_all(lambda i: "broker-1" if i < 6 else ("broker-2" if i < 7 else "broker-3"))
+    ingest(report("broker-1", 90, bundles=names_of("broker-1"), throughput_mib=480))
+    ingest(report("broker-2", 10, bundles=names_of("broker-2"), throughput_mib=80))
+    ingest(report("broker-3", 10, bundles=names_of("broker-3"), throughput_mib=80))
+
+    decision = shedding_tick_run(now=NOW)
+
+    assert decision.kind == Decision.Kind.SHED and decision.reason == "Overloaded"
+    assert decision.strategy == "ThresholdShedder"
+    assert decision.details["stats"]["avgUsage"] == pytest.approx(0.3667, abs=1e-3)
+    unloads = AuditEvent.objects.filter(action=AuditEvent.Action.UNLOAD)
+    # fraction 0.9 - 0.367 - 0.1 + 0.05 = 0.483 of 480 MiB/s = 232 MiB/s: three 80 MiB/s bundles.
+    assert unloads.count() == 3
+    for event in unloads:
+        assert event.source == "broker-1"
+        assert event.destination in {"broker-2", "broker-3"}
+        assert event.load_before["broker-1"] == pytest.approx(0.9)
+        assert "ThresholdShedder Overloaded" in event.reason
+    assert len(names_of("broker-1")) == 3
+    assert ClusterSample.objects.count() == 1
+    # The load after is measured at the next tick.
+    shedding_tick_run(now=NOW + timedelta(seconds=10))
+    assert all(e.load_after is not None for e in AuditEvent.objects.filter(at=NOW))
+
+
+def test_tick_keeps_strategy_state_between_cycles(cluster):
+    own_all(lambda i: "broker-1")
+    ingest(report("broker-1", 30, bundles=names_of("broker-1")))
+    ingest(report("broker-2", 30))
+    shedding_tick_run(now=NOW)
+    from console.selectors import balancer_config_get
+
+    state = balancer_config_get().state["ThresholdShedder"]["brokerAvgResourceUsage"]
+    assert state["broker-1"] == pytest.approx(0.3)
+
+
+def test_only_one_tick_runs_at_a_time(cluster):
+    assert _claim_tick(NOW, 60)
+    assert shedding_tick_run(now=NOW + timedelta(seconds=5)) is None
+    assert Decision.objects.count() == 0
+
+
+def test_operator_unload_moves_the_bundle_and_is_audited(cluster, operator):
+    own_all(lambda i: "broker-1" if i % 2 else "broker-2")
+    for name in ("broker-1", "broker-2", "broker-3"):
+        ingest(report(name, 20, bundles=names_of(name)))
+    target = names_of("broker-1")[0]
+    result = bundle_unload(target, actor=operator, now=NOW)
+    assert result["source"] == "broker-1"
+    assert result["destination"] == "broker-3"  # owns no bundle of the namespace yet
+    event = AuditEvent.objects.get(action=AuditEvent.Action.UNLOAD)
+    assert event.actor == operator and event.reason == "operator unload"
+    assert event.destination == "broker-3"
+    assert target in names_of("broker-3")
+
+
+def test_unload_of_an_unowned_or_unknown_bundle_is_refused(cluster, operator):
+    name = Bundle.objects.select_related("namespace").first().name
+    with pytest.raises(ConsoleError) as err:
+        bundle_unload(name, actor=operator)
+    assert err.value.status == 409
+    with pytest.raises(ConsoleError) as err:
+        bundle_unload("acme/orders/0x00000000_0x00000001", actor=operator)
+    assert err.value.status == 404
+    assert AuditEvent.objects.count() == 0
