@@ -38,6 +38,7 @@ run: setup
 	  REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/0 $(BIN)/honcho start
 
 test: setup
+	$(BIN)/ruff check balancer console tests
 	@mkdir -p var; \
 	 redis-server --port $(TEST_REDIS_PORT) --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
 	   --pidfile "$(CURDIR)/var/redis-test.pid" --logfile "$(CURDIR)/var/redis-test.log"; \

@@ -117,10 +117,7 @@ def validate_boundaries(boundaries: Sequence[HashPoint]) -> None:
 def bundles_from_boundaries(namespace: str, boundaries: Sequence[HashPoint]) -> list[Bundle]:
     """The bundles of ``namespace`` for a validated boundary list, in hash order."""
     validate_boundaries(boundaries)
-    return [
-        Bundle(namespace, BundleRange(a, b))
-        for a, b in itertools.pairwise(boundaries)
-    ]
+    return [Bundle(namespace, BundleRange(a, b)) for a, b in itertools.pairwise(boundaries)]
 
 
 def bundle_index_for(boundaries: Sequence[HashPoint], point: HashPoint) -> int:

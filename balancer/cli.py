@@ -121,8 +121,7 @@ def cmd_split(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
     return {
         "boundaries": [format_hash(boundary)],
         "bundles": [
-            f"{prefix}{format_hash(a)}_{format_hash(b)}"
-            for a, b in itertools.pairwise(points)
+            f"{prefix}{format_hash(a)}_{format_hash(b)}" for a, b in itertools.pairwise(points)
         ],
     }
 

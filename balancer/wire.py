@@ -139,7 +139,9 @@ def parse_bundle(value: Any, path: str) -> BundleLoad:
         short_term=parse_rates(
             obj(doc.get("shortTerm", {}), at(path, "shortTerm")), at(path, "shortTerm")
         ),
-        long_term=parse_rates(obj(doc.get("longTerm", {}), at(path, "longTerm")), at(path, "longTerm")),
+        long_term=parse_rates(
+            obj(doc.get("longTerm", {}), at(path, "longTerm")), at(path, "longTerm")
+        ),
         topics=integer(doc, "topics", path),
         producers=integer(doc, "producers", path),
         consumers=integer(doc, "consumers", path),

@@ -128,6 +128,7 @@ class Bundle(models.Model):
             self.short_term.get("msgThroughputOut", 0)
         )
 
+
 class LoadReport(models.Model):
     """One broker's load report: resources as usage/limit, totals over its bundles."""
 

@@ -47,8 +47,7 @@ def cluster_seed(layout: Layout) -> Cluster:
         if created:
             points = initial_boundaries(layout.bundles_per_namespace)
             Bundle.objects.bulk_create(
-                Bundle(namespace=namespace, lower=a, upper=b)
-                for a, b in itertools.pairwise(points)
+                Bundle(namespace=namespace, lower=a, upper=b) for a, b in itertools.pairwise(points)
             )
     BalancerConfig.objects.get_or_create(cluster=cluster, defaults={"parameters": DEMO_PARAMETERS})
     return cluster

@@ -10,8 +10,10 @@ def run(argv, doc=None):
     out, err = io.StringIO(), io.StringIO()
     stdin = io.StringIO(json.dumps(doc) if doc is not None else "")
     code = main(argv, stdin=stdin, stdout=out, stderr=err)
-    return code, (json.loads(out.getvalue()) if out.getvalue() else None), (
-        json.loads(err.getvalue()) if err.getvalue() else None
+    return (
+        code,
+        (json.loads(out.getvalue()) if out.getvalue() else None),
+        (json.loads(err.getvalue()) if err.getvalue() else None),
     )
 
 
@@ -19,17 +21,31 @@ SNAPSHOT = {
     "config": {"loadBalancerBrokerThresholdShedderPercentage": 10},
     "now": 1700000000.0,
     "brokers": [
-        {"name": "broker-1", "cpu": {"usage": 40, "limit": 100},
-         "msgThroughputIn": 104857600, "msgThroughputOut": 104857600,
-         "bundles": ["t/ns/0x00000000_0x40000000", "t/ns/0x40000000_0x80000000"]},
-        {"name": "broker-2", "cpu": {"usage": 10, "limit": 100}, "bundles": ["t/ns/0x80000000_0xc0000000"]},
+        {
+            "name": "broker-1",
+            "cpu": {"usage": 40, "limit": 100},
+            "msgThroughputIn": 104857600,
+            "msgThroughputOut": 104857600,
+            "bundles": ["t/ns/0x00000000_0x40000000", "t/ns/0x40000000_0x80000000"],
+        },
+        {
+            "name": "broker-2",
+            "cpu": {"usage": 10, "limit": 100},
+            "bundles": ["t/ns/0x80000000_0xc0000000"],
+        },
         {"name": "broker-3", "cpu": {"usage": 10, "limit": 100}, "bundles": []},
     ],
     "bundles": [
-        {"name": "t/ns/0x00000000_0x40000000", "owner": "broker-1",
-         "shortTerm": {"msgThroughputIn": 62914560, "msgThroughputOut": 62914560}},
-        {"name": "t/ns/0x40000000_0x80000000", "owner": "broker-1",
-         "shortTerm": {"msgThroughputIn": 41943040, "msgThroughputOut": 41943040}},
+        {
+            "name": "t/ns/0x00000000_0x40000000",
+            "owner": "broker-1",
+            "shortTerm": {"msgThroughputIn": 62914560, "msgThroughputOut": 62914560},
+        },
+        {
+            "name": "t/ns/0x40000000_0x80000000",
+            "owner": "broker-1",
+            "shortTerm": {"msgThroughputIn": 41943040, "msgThroughputOut": 41943040},
+        },
         {"name": "t/ns/0x80000000_0xc0000000", "owner": "broker-2"},
         {"name": "t/ns/0xc0000000_0xffffffff", "owner": None},
     ],
@@ -45,7 +61,13 @@ def test_hash_prints_lowercase_hashes():
 def test_bundles_prints_initial_boundaries():
     code, out, _ = run(["bundles", "--count", "4", "--namespace", "t/ns"])
     assert code == 0
-    assert out["boundaries"] == ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"]
+    assert out["boundaries"] == [
+        "0x00000000",
+        "0x40000000",
+        "0x80000000",
+        "0xc0000000",
+        "0xffffffff",
+    ]
     assert out["bundles"][0] == "t/ns/0x00000000_0x40000000"
 
 
@@ -59,7 +81,9 @@ def test_shed_follows_the_threshold_shedder():
 
 def test_shed_accepts_snake_case_alias_and_state_round_trips():
     _, first, _ = run(["shed", "--strategy", "threshold_shedder"], SNAPSHOT)
-    _, second, _ = run(["shed", "--strategy", "THRESHOLDSHEDDER"], {**SNAPSHOT, "state": first["state"]})
+    _, second, _ = run(
+        ["shed", "--strategy", "THRESHOLDSHEDDER"], {**SNAPSHOT, "state": first["state"]}
+    )
     assert second["state"]["brokerAvgResourceUsage"]["broker-1"] == pytest.approx(0.4)
 
 
@@ -89,8 +113,10 @@ def test_lookup_uses_bundle_count_when_no_bundles_are_listed():
 
 
 def test_split_range_equally_divide():
-    code, out, _ = run(["split", "--algorithm", "range_equally_divide"],
-                       {"bundle": {"lower": "0x00000000", "upper": "0x80000000", "namespace": "t/ns"}})
+    code, out, _ = run(
+        ["split", "--algorithm", "range_equally_divide"],
+        {"bundle": {"lower": "0x00000000", "upper": "0x80000000", "namespace": "t/ns"}},
+    )
     assert code == 0
     assert out == {
         "boundaries": ["0x40000000"],
@@ -106,7 +132,11 @@ def test_split_by_name():
 @pytest.mark.parametrize(
     ("argv", "doc", "field"),
     [
-        (["shed"], {"brokers": [{"name": "b", "cpu": {"usage": 1, "limit": "x"}}]}, "brokers[0].cpu.limit"),
+        (
+            ["shed"],
+            {"brokers": [{"name": "b", "cpu": {"usage": 1, "limit": "x"}}]},
+            "brokers[0].cpu.limit",
+        ),
         (["shed"], {"brokers": [{"name": "b"}, {"name": "b"}]}, "brokers[1].name"),
         (["shed"], {"brokers": [{"cpu": {"usage": 1, "limit": 2}}]}, "brokers[0].name"),
         (["shed"], {"config": {"nope": 1}}, "config.nope"),

@@ -17,7 +17,9 @@ def test_topic_hash_hashes_utf8_bytes_of_the_full_name():
 
 
 def test_partitions_hash_independently():
-    assert topic_hash("persistent://t/ns/x-partition-0") != topic_hash("persistent://t/ns/x-partition-1")
+    assert topic_hash("persistent://t/ns/x-partition-0") != topic_hash(
+        "persistent://t/ns/x-partition-1"
+    )
 
 
 def test_format_hash_is_lowercase_eight_digits():

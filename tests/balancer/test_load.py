@@ -4,7 +4,7 @@ from balancer.load import BrokerLoad, MessageRates, ResourceUsage, ResourceWeigh
 
 
 def test_percent_is_computed_in_float32_like_pulsar():
-    # Java: (double) (((float) 1 / (float) 3) * 100) prints 33.333335876464844 (checked with jshell).
+    # Java: (double) (((float) 1 / (float) 3) * 100) is 33.333335876464844 (checked in jshell).
     assert ResourceUsage(1, 3).percent() == 33.333335876464844
 
 

@@ -20,23 +20,24 @@ def ingest(doc):
 def test_lookup_places_an_unowned_bundle_and_records_it(cluster):
     result = bundle_lookup("persistent://acme/orders/invoices", now=NOW)
     assert result["owner"] in {"broker-1", "broker-2", "broker-3"}
-    bundle = next(b for b in Bundle.objects.select_related("namespace") if b.name == result["bundle"])
+    bundle = next(
+        b for b in Bundle.objects.select_related("namespace") if b.name == result["bundle"]
+    )
     assert bundle.owner.name == result["owner"]
     decision = Decision.objects.get(kind=Decision.Kind.PLACE)
     assert decision.strategy == "LeastLongTermMessageRate"
     assert decision.details["broker"] == result["owner"]
     event = AuditEvent.objects.get(action=AuditEvent.Action.PLACE)
-    assert event.actor is None and event.destination == result["owner"]
+    assert event.actor is None
+    assert event.destination == result["owner"]
     # A second lookup finds the same owner without placing again.
     assert bundle_lookup("persistent://acme/orders/invoices", now=NOW)["owner"] == result["owner"]
     assert Decision.objects.count() == 1
 
 
 def test_lookup_spreads_a_namespace_evenly(cluster):
-    owners = [
-        bundle_lookup(f"persistent://acme/orders/t{i}", now=NOW)["owner"] for i in range(200)
-    ]
-    per_broker = {o: 0 for o in owners}
+    owners = [bundle_lookup(f"persistent://acme/orders/t{i}", now=NOW)["owner"] for i in range(200)]
+    per_broker = dict.fromkeys(owners, 0)
     for b in Bundle.objects.filter(namespace__name="acme/orders"):
         per_broker[b.owner.name] += 1
     assert sorted(per_broker.values()) == [1, 1, 2]
@@ -56,12 +57,19 @@ def own_all(owner_of):
     brokers = {b.name: b for b in Broker.objects.all()}
     for i, bundle in enumerate(Bundle.objects.order_by("namespace__name", "lower")):
         bundle.owner = brokers[owner_of(i)]
-        bundle.short_term = {"msgThroughputIn": 40 * 1024 * 1024, "msgThroughputOut": 40 * 1024 * 1024}
+        bundle.short_term = {
+            "msgThroughputIn": 40 * 1024 * 1024,
+            "msgThroughputOut": 40 * 1024 * 1024,
+        }
         bundle.save()
 
 
 def names_of(broker):
-    return [b.name for b in Bundle.objects.select_related("namespace") if b.owner and b.owner.name == broker]
+    return [
+        b.name
+        for b in Bundle.objects.select_related("namespace")
+        if b.owner and b.owner.name == broker
+    ]
 
 
 def test_tick_unloads_from_the_hot_broker_places_and_audits(cluster):
@@ -72,7 +80,8 @@ def test_tick_unloads_from_the_hot_broker_places_and_audits(cluster):
 
     decision = shedding_tick_run(now=NOW)
 
-    assert decision.kind == Decision.Kind.SHED and decision.reason == "Overloaded"
+    assert decision.kind == Decision.Kind.SHED
+    assert decision.reason == "Overloaded"
     assert decision.strategy == "ThresholdShedder"
     assert decision.details["stats"]["avgUsage"] == pytest.approx(0.3667, abs=1e-3)
     unloads = AuditEvent.objects.filter(action=AuditEvent.Action.UNLOAD)
@@ -116,7 +125,8 @@ def test_operator_unload_moves_the_bundle_and_is_audited(cluster, operator):
     assert result["source"] == "broker-1"
     assert result["destination"] == "broker-3"  # owns no bundle of the namespace yet
     event = AuditEvent.objects.get(action=AuditEvent.Action.UNLOAD)
-    assert event.actor == operator and event.reason == "operator unload"
+    assert event.actor == operator
+    assert event.reason == "operator unload"
     assert event.destination == "broker-3"
     assert target in names_of("broker-3")
 

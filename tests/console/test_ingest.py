@@ -23,8 +23,12 @@ def test_valid_load_report_is_stored_with_its_weighted_usage(cluster, broker_cli
         (lambda d: d.pop("name"), "name"),
         (lambda d: d.update(bundles="all"), "bundles"),
         (lambda d: d.update(state="sleeping"), "state"),
-        (lambda d: d.update(bundleStats={"acme/orders/0x00000000_0x40000000": {"msgRateIn": "x"}}),
-         "bundleStats[acme/orders/0x00000000_0x40000000].msgRateIn"),
+        (
+            lambda d: d.update(
+                bundleStats={"acme/orders/0x00000000_0x40000000": {"msgRateIn": "x"}}
+            ),
+            "bundleStats[acme/orders/0x00000000_0x40000000].msgRateIn",
+        ),
         (lambda d: d.update(timestamp="yesterday"), "timestamp"),
     ],
 )
@@ -47,8 +51,15 @@ def test_unknown_broker_is_404_and_writes_nothing(cluster, broker_client):
 
 
 def test_load_reports_need_the_broker_token(cluster, operator_client):
-    assert APIClient().post("/api/load-reports/", report("broker-1", 1.0), format="json").status_code in (401, 403)
-    assert operator_client.post("/api/load-reports/", report("broker-1", 1.0), format="json").status_code == 403
+    assert APIClient().post(
+        "/api/load-reports/", report("broker-1", 1.0), format="json"
+    ).status_code in (401, 403)
+    assert (
+        operator_client.post(
+            "/api/load-reports/", report("broker-1", 1.0), format="json"
+        ).status_code
+        == 403
+    )
     bad = APIClient()
     bad.credentials(HTTP_AUTHORIZATION="Broker wrong")
     assert bad.post("/api/load-reports/", report("broker-1", 1.0), format="json").status_code == 401

@@ -15,9 +15,7 @@ NEW = "ns/0x80000000_0xffffffff"
 
 def cluster(rates=(300, 100, 200), cpu=(10, 10, 10), states=("active",) * 3):
     names = ("a", "b", "c")
-    brokers = [
-        broker(n, cpu[i], (f"other/{n}",), state=states[i]) for i, n in enumerate(names)
-    ]
+    brokers = [broker(n, cpu[i], (f"other/{n}",), state=states[i]) for i, n in enumerate(names)]
     bundles = [bundle(f"other/{n}", n, 0, rates[i]) for i, n in enumerate(names)]
     bundles.append(bundle(NEW, None))
     return snapshot(brokers, bundles)
@@ -39,7 +37,9 @@ def test_overloaded_brokers_score_infinity():
 
 
 def test_when_every_broker_is_overloaded_any_may_be_chosen():
-    chosen, scores = least_long_term_message_rate(cluster(cpu=(90, 90, 90)), ["a", "b", "c"], CONFIG, {})
+    chosen, scores = least_long_term_message_rate(
+        cluster(cpu=(90, 90, 90)), ["a", "b", "c"], CONFIG, {}
+    )
     assert all(s == math.inf for s in scores.values())
     assert chosen in {"a", "b", "c"}
 
@@ -62,7 +62,12 @@ def test_placement_is_recorded_as_preallocated_and_counts_for_the_next_one():
         [*snap.bundles.values(), bundle("ns2/0x00000000_0xffffffff", None, 0, 500)],
     )
     bigger = {**first.state, "preallocated": {"ns2/0x00000000_0xffffffff": "b"}}
-    second = place(snap2, NEW, PulsarConfig.from_keys({"loadBalancerDistributeBundlesEvenlyEnabled": False}), bigger)
+    second = place(
+        snap2,
+        NEW,
+        PulsarConfig.from_keys({"loadBalancerDistributeBundlesEvenlyEnabled": False}),
+        bigger,
+    )
     assert first.state["preallocated"] == {NEW: "b"}
     assert second.scores["b"] == 600
     assert second.broker == "c"
@@ -111,7 +116,9 @@ def test_max_topics_filter_drops_brokers_unless_it_would_drop_all():
     placement = place(snap, NEW, CONFIG, {})
     assert placement.broker == "b"
     assert placement.filtered[0].reason == Reason.TOO_MANY_TOPICS
-    both = snapshot([broker("a", 10, topics=60_000), broker("b", 10, topics=70_000)], [bundle(NEW, None)])
+    both = snapshot(
+        [broker("a", 10, topics=60_000), broker("b", 10, topics=70_000)], [bundle(NEW, None)]
+    )
     assert place(both, NEW, CONFIG, {}).broker in {"a", "b"}
 
 

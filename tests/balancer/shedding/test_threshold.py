@@ -12,7 +12,9 @@ def three_brokers(cpu=(40, 10, 10), recently_unloaded=None):
     """Seed 000's example: broker1 at 40 %, broker2 and broker3 at 10 %; broker1 has 200 MiB/s."""
     return snapshot(
         [
-            broker("broker1", cpu[0], ("ns/0x00000000_0x40000000", "ns/0x40000000_0x80000000"), 200),
+            broker(
+                "broker1", cpu[0], ("ns/0x00000000_0x40000000", "ns/0x40000000_0x80000000"), 200
+            ),
             broker("broker2", cpu[1], ("ns/0x80000000_0xc0000000",), 50),
             broker("broker3", cpu[2], ("ns/0xc0000000_0xffffffff",), 50),
         ],
@@ -76,7 +78,10 @@ def test_threshold_shedder_skips_broker_below_min_throughput():
     # fraction 0.15 of 50 MiB/s = 7.5 MiB/s < the 10 MiB/s default floor.
     snap = three_brokers()
     low = snapshot(
-        [broker("broker1", 40, snap.brokers["broker1"].bundles, 50), *list(snap.brokers.values())[1:]],
+        [
+            broker("broker1", 40, snap.brokers["broker1"].bundles, 50),
+            *list(snap.brokers.values())[1:],
+        ],
         snap.bundles.values(),
     )
     decision = shed(low, CONFIG, {})

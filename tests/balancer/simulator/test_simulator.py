@@ -13,13 +13,17 @@ from balancer.simulator.workload import build_workload
 from balancer.wire import parse_broker
 
 TRACES = Path(__file__).resolve().parents[3] / "data" / "traces"
-SMALL = Layout("t", (BrokerSpec("b1", "z1", "cpu1"), BrokerSpec("b2", "z2", "cpu2")), ("t/a", "t/b"), 2)
+SMALL = Layout(
+    "t", (BrokerSpec("b1", "z1", "cpu1"), BrokerSpec("b2", "z2", "cpu2")), ("t/a", "t/b"), 2
+)
 
 
 def write_traces(root: Path, counts: list[list[int]]) -> Path:
     inv = root / "azure-functions-2019" / "1350"
     inv.mkdir(parents=True)
-    header = "HashFunction,HashOwner,HashApp," + ",".join(f"minute_{m + 1}" for m in range(len(counts[0])))
+    header = "HashFunction,HashOwner,HashApp," + ",".join(
+        f"minute_{m + 1}" for m in range(len(counts[0]))
+    )
     rows = [f"f{i:012d},o,a," + ",".join(map(str, row)) for i, row in enumerate(counts)]
     (inv / "1350_inv.csv").write_text("\n".join([header, *rows]) + "\n")
     nab = root / "nab" / "realAWSCloudwatch"
@@ -36,7 +40,8 @@ def small_workload(tmp_path):
 
 def names_for(layout):
     return [
-        b.name for ns in layout.namespaces
+        b.name
+        for ns in layout.namespaces
         for b in bundles_from_boundaries(ns, initial_boundaries(layout.bundles_per_namespace))
     ]
 
@@ -79,7 +84,9 @@ def test_every_topic_maps_to_the_bundle_its_hash_falls_in(tmp_path):
 def test_bundle_stats_add_up_to_the_workload(tmp_path):
     workload, _ = small_workload(tmp_path)
     stats = bundle_stats(workload, BundleMap.build(workload, names_for(SMALL)), 0)
-    assert sum(s["msgRateIn"] for s in stats.values()) == pytest.approx(workload.msg_rate_in(0).sum())
+    assert sum(s["msgRateIn"] for s in stats.values()) == pytest.approx(
+        workload.msg_rate_in(0).sum()
+    )
     assert sum(s["topics"] for s in stats.values()) == 4
     expected_out = (workload.msg_rate_in(0) * workload.sizes_bytes * workload.fanout).sum()
     assert sum(s["msgThroughputOut"] for s in stats.values()) == pytest.approx(expected_out)
@@ -93,7 +100,9 @@ def test_a_broker_reports_only_what_it_owns_so_an_unload_changes_its_load(tmp_pa
     busy = max(names, key=lambda n: stats[n]["msgThroughputIn"])
     before = broker_report(spec, names, stats, 10.0, 0.0)
     after = broker_report(spec, [n for n in names if n != busy], stats, 10.0, 0.0)
-    assert after["msgThroughputIn"] == pytest.approx(before["msgThroughputIn"] - stats[busy]["msgThroughputIn"])
+    assert after["msgThroughputIn"] == pytest.approx(
+        before["msgThroughputIn"] - stats[busy]["msgThroughputIn"]
+    )
     assert after["cpu"]["usage"] < before["cpu"]["usage"]
     assert busy not in after["bundleStats"]
     # The report is a valid broker document.

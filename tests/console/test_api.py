@@ -1,0 +1,85 @@
+import pytest
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from console.models import AuditEvent, Broker, Bundle
+from tests.conftest import report
+
+
+@pytest.fixture
+def owned(cluster, broker_client):
+    brokers = list(Broker.objects.all())
+    for i, bundle in enumerate(Bundle.objects.all()):
+        bundle.owner = brokers[i % 3]
+        bundle.save()
+    for b in brokers:
+        broker_client.post("/api/load-reports/", report(b.name, 20), format="json")
+    return Bundle.objects.select_related("namespace").first()
+
+
+def test_operator_unloads_through_the_api(owned, operator_client):
+    response = operator_client.post(f"/api/bundles/{owned.pk}/unload/")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["bundle"] == owned.name
+    assert body["source"]
+    assert AuditEvent.objects.filter(action="unload", actor__username="alice").count() == 1
+
+
+def test_viewers_may_read_but_not_unload(owned, viewer):
+    client = APIClient()
+    client.force_authenticate(viewer)
+    assert client.get("/api/bundles/").status_code == 200
+    assert client.get("/api/rankings/").status_code == 200
+    assert client.post(f"/api/bundles/{owned.pk}/unload/").status_code == 403
+    assert AuditEvent.objects.count() == 0
+
+
+def test_anonymous_gets_nothing(owned):
+    assert APIClient().get("/api/bundles/").status_code == 401
+    assert APIClient().get("/api/audit/").status_code == 401
+
+
+@override_settings(FULCRUM_READ_ONLY=True)
+def test_read_only_mode_refuses_every_operator_action(owned, operator_client):
+    response = operator_client.post(f"/api/bundles/{owned.pk}/unload/")
+    assert response.status_code == 403
+    assert "read-only" in response.json()["detail"]
+    assert operator_client.post("/api/reports/").status_code == 403
+
+
+def test_unload_of_unowned_bundle_is_409_with_reason(cluster, operator_client):
+    bundle = Bundle.objects.first()
+    response = operator_client.post(f"/api/bundles/{bundle.pk}/unload/")
+    assert response.status_code == 409
+    assert "nothing to unload" in response.json()["error"]["message"]
+
+
+def test_lookup_and_ownership_for_brokers(cluster, broker_client):
+    response = broker_client.get("/api/lookup/", {"topic": "persistent://acme/orders/x"})
+    assert response.status_code == 200
+    owner = response.json()["owner"]
+    ownership = broker_client.get("/api/ownership/").json()["bundles"]
+    assert len(ownership) == 8
+    assert [b["owner"] for b in ownership if b["name"] == response.json()["bundle"]] == [owner]
+    assert broker_client.get("/api/lookup/").status_code == 400
+
+
+def test_rankings_are_least_loaded_first_with_the_cv(owned, operator_client, broker_client):
+    broker_client.post("/api/load-reports/", report("broker-2", 80), format="json")
+    body = operator_client.get("/api/rankings/").json()
+    assert [r["name"] for r in body["rankings"]][-1] == "broker-2"
+    assert body["rankings"][-1]["score"] == 80.0
+    assert body["cv"] == pytest.approx(0.7071, abs=1e-3)  # 20/20/80: std 28.28 / mean 40
+
+
+def test_decisions_and_audit_are_listed(owned, operator_client):
+    operator_client.post(f"/api/bundles/{owned.pk}/unload/")
+    audit = operator_client.get("/api/audit/").json()
+    assert {e["action"] for e in audit} == {"unload", "place"}
+    assert operator_client.get("/api/decisions/").json()[0]["kind"] == "place"
+
+
+def test_openapi_schema_is_served(operator_client):
+    response = operator_client.get("/api/schema/")
+    assert response.status_code == 200

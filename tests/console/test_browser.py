@@ -1,0 +1,93 @@
+"""End to end in Debian's Chromium (Playwright): log in, watch rankings update live, unload a
+bundle, find it in the audit page."""
+
+import os
+import shutil
+
+import pytest
+import requests
+from channels.testing import ChannelsLiveServerTestCase
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+
+from console.api.permissions import OPERATORS_GROUP
+from console.models import Broker, Bundle
+from console.services.seed import cluster_seed
+from tests.conftest import SMALL, report
+
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+@pytest.mark.browser
+class TestConsoleInBrowser(ChannelsLiveServerTestCase):
+    serve_static = True
+
+    def setUp(self):
+        assert shutil.which(CHROMIUM), "make test installs Debian's chromium"
+        cluster_seed(SMALL)
+        brokers = list(Broker.objects.all())
+        for i, bundle in enumerate(Bundle.objects.all()):
+            bundle.owner = brokers[i % 3]
+            bundle.save()
+        user = User.objects.create_user("alice", password="s3cret-pass")
+        user.groups.add(Group.objects.get_or_create(name=OPERATORS_GROUP)[0])
+
+    def post_report(self, name, cpu):
+        response = requests.post(
+            f"{self.live_server_url}/api/load-reports/",
+            json=report(name, cpu),
+            headers={"Authorization": f"Broker {settings.FULCRUM_BROKER_TOKEN}"},
+            timeout=10,
+        )
+        assert response.status_code == 201, response.text
+
+    def test_login_live_rankings_unload_and_audit(self):
+        from playwright.sync_api import expect, sync_playwright
+
+        for name in ("broker-1", "broker-2", "broker-3"):
+            self.post_report(name, 10)
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+            page = browser.new_page()
+            page.goto(f"{self.live_server_url}/")
+            page.fill("#id_username", "alice")
+            page.fill("#id_password", "s3cret-pass")
+            page.click("button[type=submit]")
+            expect(page.locator("h1")).to_have_text("Cluster")
+            page.wait_for_selector("body[data-live='1']", timeout=10_000)
+
+            # A new load report reaches the page over the websocket, without reloading it.
+            self.post_report("broker-2", 73.5)
+            row = page.locator("#rankings tr[data-broker='broker-2'] td.score")
+            expect(row).to_have_text("73.5", timeout=10_000)
+            expect(page.locator("#rankings tbody tr").last).to_have_attribute(
+                "data-broker", "broker-2"
+            )
+
+            # Unload with confirmation; the owner cell changes live.
+            page.goto(f"{self.live_server_url}/namespaces/acme/orders/bundles/")
+            page.wait_for_selector("body[data-live='1']", timeout=10_000)
+            page.on("dialog", lambda dialog: dialog.accept())
+            button = page.locator("button.unload").first
+            name = button.get_attribute("data-name")
+            button.click()
+            expect(page.locator("#result")).to_contain_text("Unloaded", timeout=10_000)
+            expect(page.locator(f"tr[data-bundle='{name}']")).to_have_class("changed")
+
+            page.goto(f"{self.live_server_url}/audit/")
+            first = page.locator("#audit tbody tr").filter(has_text="unload").first
+            expect(first).to_contain_text("alice")
+            expect(first).to_contain_text(name)
+            expect(first).to_contain_text("operator unload")
+            page.screenshot(path=str(settings.VAR_DIR / "browser-audit.png"), full_page=True)
+            browser.close()

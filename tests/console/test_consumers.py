@@ -1,0 +1,40 @@
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.test import override_settings
+
+from console.consumers import ClusterConsumer
+from console.realtime import CLUSTER_GROUP, LOAD_REPORTED
+
+MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(CHANNEL_LAYERS=MEMORY)
+async def test_logged_in_user_receives_cluster_events():
+    from django.contrib.auth.models import User
+
+    user = await sync_to_async(User.objects.create_user)("carol", password="pw-123456")
+    communicator = WebsocketCommunicator(ClusterConsumer.as_asgi(), "/ws/cluster/")
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    assert connected
+    await get_channel_layer().group_send(
+        CLUSTER_GROUP, {"type": LOAD_REPORTED, "payload": {"broker": "broker-1", "cv": 0.5}}
+    )
+    message = await communicator.receive_json_from(timeout=2)
+    assert message == {"type": LOAD_REPORTED, "payload": {"broker": "broker-1", "cv": 0.5}}
+    await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(CHANNEL_LAYERS=MEMORY)
+async def test_anonymous_websocket_is_refused():
+    from django.contrib.auth.models import AnonymousUser
+
+    communicator = WebsocketCommunicator(ClusterConsumer.as_asgi(), "/ws/cluster/")
+    communicator.scope["user"] = AnonymousUser()
+    connected, code = await communicator.connect()
+    assert not connected
+    assert code == 4401

@@ -1,0 +1,64 @@
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from console.models import Broker, Bundle
+from tests.conftest import report
+
+
+@pytest.fixture
+def logged_in(client, operator):
+    client.force_login(operator)
+    return client
+
+
+def test_pages_need_login(client, cluster):
+    for url in ("/", "/namespaces/", "/audit/", "/reports/"):
+        response = client.get(url)
+        assert response.status_code == 302
+        assert response["Location"].startswith("/login/")
+
+
+def test_dashboard_shows_rankings_and_cv(logged_in, cluster, broker_client):
+    broker_client.post("/api/load-reports/", report("broker-1", 55), format="json")
+    response = logged_in.get("/")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "broker-1" in body
+    assert "55.0" in body
+    assert 'id="cv-chart"' in body
+    assert "/vendor/plotly.min.js" in body
+    assert "cdn" not in body.lower()
+
+
+def test_dashboard_query_count_does_not_grow_with_brokers(logged_in, cluster):
+    with CaptureQueriesContext(connection) as few:
+        logged_in.get("/")
+    cluster_obj = Broker.objects.first().cluster
+    for i in range(10):
+        Broker.objects.create(cluster=cluster_obj, name=f"extra-{i}")
+    with CaptureQueriesContext(connection) as many:
+        logged_in.get("/")
+    assert len(many) == len(few)
+
+
+def test_bundles_page_has_unload_buttons_for_operators_only(logged_in, cluster, client, viewer):
+    bundle = Bundle.objects.first()
+    bundle.owner = Broker.objects.first()
+    bundle.save()
+    body = logged_in.get("/namespaces/acme/orders/bundles/").content.decode()
+    assert body.count('class="unload"') == 4
+    client.force_login(viewer)
+    assert 'class="unload"' not in client.get("/namespaces/acme/orders/bundles/").content.decode()
+
+
+def test_plotly_is_served_locally(client):
+    response = client.get("/vendor/plotly.min.js")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/javascript"
+    assert len(response.content) > 1_000_000
+
+
+def test_audit_and_reports_pages_render(logged_in, cluster):
+    assert "No actions yet" in logged_in.get("/audit/").content.decode()
+    assert "Run report" in logged_in.get("/reports/").content.decode()

@@ -1,0 +1,80 @@
+"""The Parquet history and the Spark job on a tiny data set (spark-submit, local master)."""
+
+from datetime import UTC, datetime, timedelta
+
+import pyarrow.parquet as pq
+import pytest
+from django.test import override_settings
+
+from console.models import LoadReport, ReportRun
+from console.reports.submit import report_run_execute, spark_submit_command
+from console.services import load_report_ingest
+from console.services.history import history_flush
+from tests.conftest import report
+
+T0 = datetime(2026, 11, 20, 10, 5, tzinfo=UTC)
+
+
+def seed_history():
+    for i, cpu in enumerate((10, 20, 30)):
+        load_report_ingest(
+            report(
+                "broker-1",
+                cpu,
+                throughput_mib=i + 1,
+                timestamp=(T0 + timedelta(minutes=i)).timestamp(),
+            )
+        )
+        load_report_ingest(
+            report("broker-2", 50, timestamp=(T0 + timedelta(minutes=i)).timestamp())
+        )
+    load_report_ingest(report("broker-1", 70, timestamp=(T0 + timedelta(hours=1)).timestamp()))
+    load_report_ingest(report("broker-2", 70, timestamp=(T0 + timedelta(hours=1)).timestamp()))
+
+
+def test_history_flush_writes_parquet_partitioned_by_date_once(cluster, tmp_path):
+    seed_history()
+    assert history_flush(directory=tmp_path) == 8
+    assert history_flush(directory=tmp_path) == 0
+    files = list(tmp_path.glob("date=2026-11-20/*.parquet"))
+    assert len(files) == 1
+    table = pq.read_table(files[0])
+    assert table.num_rows == 8
+    assert sorted(set(table.column("broker").to_pylist())) == ["broker-1", "broker-2"]
+    assert LoadReport.objects.filter(exported=False).count() == 0
+
+
+def test_spark_submit_command_uses_the_configured_master(cluster, tmp_path):
+    run = ReportRun.objects.create(master="spark://spark.example:7077")
+    command = spark_submit_command(run, tmp_path / "h", tmp_path / "o")
+    assert command[command.index("--master") + 1] == "spark://spark.example:7077"
+    assert command[-4:] == ["--history", str(tmp_path / "h"), "--output", str(tmp_path / "o")]
+
+
+def test_report_without_history_fails_with_a_reason(cluster, tmp_path):
+    with override_settings(FULCRUM_HISTORY_DIR=tmp_path / "empty", FULCRUM_REPORTS_DIR=tmp_path):
+        run = report_run_execute(ReportRun.objects.create(master="local[2]").pk)
+    assert run.status == ReportRun.Status.FAILED
+    assert "no load history" in run.log_tail
+
+
+@pytest.mark.spark
+@pytest.mark.django_db(transaction=True)
+def test_spark_job_computes_hourly_percentiles_and_cluster_cv(cluster, tmp_path):
+    seed_history()
+    with override_settings(
+        FULCRUM_HISTORY_DIR=tmp_path / "history", FULCRUM_REPORTS_DIR=tmp_path / "out"
+    ):
+        history_flush()
+        run = report_run_execute(ReportRun.objects.create(master="local[2]").pk)
+    assert run.status == ReportRun.Status.SUCCEEDED, run.log_tail
+    rows = {(r["broker"], r["hour"]): r for r in run.broker_hours}
+    first = rows[("broker-1", "2026-11-20T10:00:00Z")]
+    assert (first["cpu_p50"], first["cpu_max"], first["reports"]) == (20.0, 30.0, 3)
+    assert first["throughput_max"] == 3 * 1024 * 1024
+    assert rows[("broker-1", "2026-11-20T11:00:00Z")]["cpu_p95"] == 70.0
+    hours = {r["hour"]: r for r in run.cluster_hours}
+    # 10:00: broker means 0.2 and 0.5 -> std 0.15, mean 0.35, CV 0.4286; 11:00: equal -> 0.
+    assert hours["2026-11-20T10:00:00Z"]["cv"] == pytest.approx(0.15 / 0.35)
+    assert hours["2026-11-20T11:00:00Z"]["cv"] == pytest.approx(0.0)
+    assert hours["2026-11-20T10:00:00Z"]["brokers"] == 2
