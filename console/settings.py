@@ -121,6 +121,8 @@ FULCRUM_READ_ONLY = _env_bool("FULCRUM_READ_ONLY", False)
 # Parquet history of load reports, partitioned by date.
 FULCRUM_HISTORY_DIR = Path(os.environ.get("FULCRUM_HISTORY_DIR", VAR_DIR / "history"))
 FULCRUM_REPORTS_DIR = Path(os.environ.get("FULCRUM_REPORTS_DIR", VAR_DIR / "reports"))
+# Exported load reports are kept this long in the database (the Parquet history keeps them all).
+FULCRUM_REPORT_RETENTION_S = float(os.environ.get("FULCRUM_REPORT_RETENTION_S", str(6 * 3600)))
 # A broker that has not reported for this long is left out of balancing decisions.
 FULCRUM_BROKER_TIMEOUT_S = float(os.environ.get("FULCRUM_BROKER_TIMEOUT_S", "60"))
 

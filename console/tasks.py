@@ -7,6 +7,7 @@ from celery import shared_task
 from console.reports.submit import report_run_execute
 from console.services import shedding_tick_run
 from console.services.history import history_flush as history_flush_service
+from console.services.history import load_reports_prune
 
 
 @shared_task(ignore_result=True)
@@ -18,8 +19,10 @@ def shedding_tick() -> int | None:
 
 @shared_task(ignore_result=True)
 def history_flush() -> int:
-    """Copy new load reports to the Parquet history."""
-    return history_flush_service()
+    """Copy new load reports to the Parquet history, then prune old exported rows."""
+    written = history_flush_service()
+    load_reports_prune()
+    return written
 
 
 @shared_task(ignore_result=True)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
-from console.models import LoadReport
+from console.models import Broker, LoadReport
 
 HISTORY_SCHEMA = pa.schema(
     [
@@ -85,3 +88,17 @@ def history_flush(*, directory: Path | None = None, batch: int = 50_000) -> int:
         )
         LoadReport.objects.filter(pk__in=[r.pk for r in rows]).update(exported=True)
     return len(rows)
+
+
+def load_reports_prune(*, retention_s: float | None = None) -> int:
+    """Delete exported load reports older than the retention (the Parquet history keeps them);
+    a broker's newest report is always kept. Returns the number deleted."""
+    retention_s = settings.FULCRUM_REPORT_RETENTION_S if retention_s is None else retention_s
+    cutoff = timezone.now() - timedelta(seconds=retention_s)
+    latest = Broker.objects.exclude(latest_report=None).values("latest_report")
+    deleted, _ = (
+        LoadReport.objects.filter(Q(exported=True) & Q(reported_at__lt=cutoff))
+        .exclude(pk__in=latest)
+        .delete()
+    )
+    return deleted

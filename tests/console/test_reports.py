@@ -78,3 +78,16 @@ def test_spark_job_computes_hourly_percentiles_and_cluster_cv(cluster, tmp_path)
     assert hours["2026-11-20T10:00:00Z"]["cv"] == pytest.approx(0.15 / 0.35)
     assert hours["2026-11-20T11:00:00Z"]["cv"] == pytest.approx(0.0)
     assert hours["2026-11-20T10:00:00Z"]["brokers"] == 2
+
+
+def test_prune_keeps_unexported_and_latest_reports(cluster, tmp_path):
+    from console.models import Broker
+    from console.services.history import load_reports_prune
+
+    seed_history()  # 2026-11-20, long before now
+    assert load_reports_prune(retention_s=3600) == 0  # nothing exported yet
+    history_flush(directory=tmp_path)
+    assert load_reports_prune(retention_s=3600) == 6
+    kept = set(LoadReport.objects.values_list("pk", flat=True))
+    latest = Broker.objects.exclude(latest_report=None).values_list("latest_report", flat=True)
+    assert kept == set(latest)
