@@ -51,8 +51,13 @@ def _place_all(
     now: datetime,
     actor: AbstractBaseUser | None,
     why: str,
+    sources: dict[str, str] | None = None,
 ) -> list[Placement]:
-    """Place unowned bundles one after the other; each sees the ones placed before it."""
+    """Place unowned bundles one after the other; each sees the ones placed before it.
+
+    ``sources`` maps an unloaded bundle to the broker it left: that broker is not a candidate
+    (unless it is the only active one), so an unload always moves the bundle.
+    """
     config = selectors.balancer_config_get()
     strategy = get_placement_strategy(config.placement)
     pulsar = selectors.pulsar_config_get(config)
@@ -60,8 +65,11 @@ def _place_all(
     usage = _usage(snapshot)
     placements = []
     brokers = {b.name: b for b in Broker.objects.all()}
+    active = [n for n, b in snapshot.brokers.items() if b.is_active]
     for name in names:
-        placement = place(snapshot, name, pulsar, state, strategy=strategy)
+        source = (sources or {}).get(name)
+        candidates = [n for n in active if n != source] if source and len(active) > 1 else None
+        placement = place(snapshot, name, pulsar, state, candidates, strategy=strategy)
         state = placement.state
         placements.append(placement)
         decision = Decision.objects.create(
@@ -203,7 +211,12 @@ def bundle_unload(
         )
         snapshot = selectors.cluster_snapshot_get(now=now)
         placement = _place_all(
-            snapshot, [bundle.name], now=now, actor=actor, why="after operator unload"
+            snapshot,
+            [bundle.name],
+            now=now,
+            actor=actor,
+            why="after operator unload",
+            sources={bundle.name: event.source},
         )[0]
         event.destination = placement.broker or ""
         event.save(update_fields=["destination"])
@@ -297,7 +310,14 @@ def shedding_tick_run(*, now: datetime | None = None, lock_ttl_s: float = 60) ->
                 unloaded.append(unload.bundle)
             if unloaded:
                 after = selectors.cluster_snapshot_get(now=now)
-                placements = _place_all(after, unloaded, now=now, actor=None, why=f"{name} unload")
+                placements = _place_all(
+                    after,
+                    unloaded,
+                    now=now,
+                    actor=None,
+                    why=f"{name} unload",
+                    sources={u.bundle: u.source for u in result.unloads},
+                )
                 for event in AuditEvent.objects.filter(
                     decision=decision, action=AuditEvent.Action.UNLOAD
                 ):

@@ -48,7 +48,8 @@ const Fulcrum = (() => {
       const tr = document.createElement("tr");
       tr.dataset.broker = r.name;
       const cells = [r.rank, r.name, r.failureDomain, r.state, r.score, r.cpu, r.bandwidthIn, r.bandwidthOut,
-                     r.bundles, fmtBytes(r.throughput), `${Math.round(r.msgRate)}/s`, r.reportedAt || "never"];
+                     r.bundles, fmtBytes(r.throughput), `${Math.round(r.msgRate)}/s`,
+                     r.reportedAt ? r.reportedAt.slice(11, 19) : "never"];
       cells.forEach((c, i) => {
         const td = document.createElement("td");
         td.textContent = c;
@@ -141,11 +142,13 @@ const Fulcrum = (() => {
     brokerHours.forEach((r) => { (byBroker[r.broker] = byBroker[r.broker] || []).push(r); });
     const traces = (field) => Object.keys(byBroker).sort().map((b) => ({
       x: byBroker[b].map((r) => r.hour), y: byBroker[b].map((r) => r[field]), name: b, type: "bar"}));
-    const layout = (title) => ({margin: {t: 10, r: 10, b: 40, l: 60}, barmode: "group", yaxis: {title: {text: title}}});
+    const layout = (title) => ({margin: {t: 10, r: 10, b: 40, l: 60}, barmode: "group",
+      xaxis: {type: "date", title: {text: "hour (UTC)"}}, yaxis: {title: {text: title}}});
     Plotly.newPlot("cpu-chart", traces("cpu_p95"), layout("CPU p95 %"), {displayModeBar: false});
     Plotly.newPlot("throughput-chart", traces("throughput_p95"), layout("bytes/s p95"), {displayModeBar: false});
     Plotly.newPlot("cluster-chart", [{x: clusterHours.map((r) => r.hour), y: clusterHours.map((r) => r.cv),
-      type: "bar", name: "CV"}], layout("CV"), {displayModeBar: false});
+      type: "bar", name: "CV", width: clusterHours.map(() => 3600 * 1000 * 0.8)}],
+      layout("CV of broker usage"), {displayModeBar: false});
   }
 
   return {dashboard, bundles, reports, reportCharts, on, connect};

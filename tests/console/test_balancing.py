@@ -140,3 +140,16 @@ def test_unload_of_an_unowned_or_unknown_bundle_is_refused(cluster, operator):
         bundle_unload("acme/orders/0x00000000_0x00000001", actor=operator)
     assert err.value.status == 404
     assert AuditEvent.objects.count() == 0
+
+
+def test_an_unloaded_bundle_never_goes_back_to_the_broker_it_left(cluster, operator):
+    # broker-1 owns one bundle of acme/orders: once it is unloaded, broker-1 owns the fewest and
+    # even distribution alone would send the bundle straight back.
+    own_all(lambda i: ["broker-1", "broker-2", "broker-2", "broker-3"][i % 4])
+    for name in ("broker-1", "broker-2", "broker-3"):
+        ingest(report(name, 20, bundles=names_of(name)))
+    target = next(n for n in names_of("broker-1") if n.startswith("acme/orders/"))
+    result = bundle_unload(target, actor=operator, now=NOW)
+    assert result["destination"] == "broker-3"
+    placement = Decision.objects.get(kind=Decision.Kind.PLACE)
+    assert "broker-1" not in placement.details["candidates"]
