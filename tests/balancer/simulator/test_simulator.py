@@ -151,3 +151,29 @@ def test_simulator_step_looks_up_unowned_bundles_and_reports_every_broker(tmp_pa
     stats = bundle_stats(workload, sim.bundle_map, 0)
     assert served == pytest.approx(sum(stats[n]["msgRateIn"] for n in owned))
     assert sim.minute == 1
+
+
+def test_offline_run_sheds_and_every_bundle_keeps_one_owner(tmp_path):
+    from balancer.config import PulsarConfig
+    from balancer.simulator.offline import OfflineCluster
+
+    counts = [[600 * (i + 1)] * 12 for i in range(40)]
+    root = write_traces(tmp_path, counts)
+    workload = build_workload(SMALL, load_functions(root), scale=50)
+    cpu = {b.name: load_cpu_series(root, b.cpu_series) for b in SMALL.brokers}
+    config = PulsarConfig.from_keys({"loadBalancerBundleUnloadMinThroughputThreshold": 0})
+    cluster = OfflineCluster(SMALL, workload, cpu, config, "ThresholdShedder", tick_every_minutes=2)
+    cvs = [cluster.step(m) for m in range(12)]
+    assert all(owner in {"b1", "b2"} for owner in cluster.owners.values())
+    assert cluster.unloads > 0
+    assert all(cv >= 0 for cv in cvs)
+    assert set(cluster.recently_unloaded) <= set(cluster.owners)
+
+
+def test_offline_run_without_a_shedder_never_unloads():
+    from balancer.config import PulsarConfig
+    from balancer.simulator.offline import run
+
+    result = run(None, 3, traces=TRACES, config=PulsarConfig())
+    assert result["unloads"] == 0
+    assert len(result["cv"]) == 3
