@@ -6,9 +6,9 @@ REDIS_PORT  ?= 6390
 TEST_REDIS_PORT ?= 6391
 WEB_PORT    ?= 8000
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Debian packages Fulcrum needs, each only when missing.
+# Debian packages Fulcrum needs, each only when missing (Spark 4 needs Java 17 or newer).
 APT_PKGS := $(if $(shell command -v redis-server),,redis-server) \
-            $(if $(shell command -v java),,openjdk-17-jre-headless) \
+            $(if $(shell java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])' && echo ok),,openjdk-17-jre-headless) \
             $(if $(wildcard /usr/bin/chromium),,chromium)
 
 .PHONY: setup sysdeps run test lint bench clean
