@@ -1,0 +1,80 @@
+"""Django admin: the balancer config (validated against the registry), and read-only history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+
+from balancer.config import PulsarConfig
+from balancer.errors import BalancerError
+from balancer.registry import get_placement_strategy, get_shedder, get_split_algorithm
+from console.models import AuditEvent, BalancerConfig, Broker, Decision, Namespace
+
+
+class BalancerConfigForm(forms.ModelForm):
+    """Refuses unknown strategy names and parameters, naming the valid ones."""
+
+    class Meta:
+        model = BalancerConfig
+        fields = ["shedder", "placement", "split_algorithm", "parameters", "is_shedding_enabled"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        checks = (
+            ("shedder", lambda v: get_shedder(v)[0]),
+            ("placement", get_placement_strategy),
+            ("split_algorithm", lambda v: get_split_algorithm(v)[0]),
+        )
+        for field, canonical in checks:
+            try:
+                data[field] = canonical(data.get(field, ""))
+            except BalancerError as exc:
+                self.add_error(field, exc.message)
+        try:
+            PulsarConfig.from_keys(data.get("parameters") or {})
+        except BalancerError as exc:
+            self.add_error("parameters", f"{exc.field}: {exc.message}")
+        return data
+
+
+@admin.register(BalancerConfig)
+class BalancerConfigAdmin(admin.ModelAdmin):
+    form = BalancerConfigForm
+    list_display = ["cluster", "shedder", "placement", "split_algorithm", "is_shedding_enabled"]
+
+
+@admin.register(Broker)
+class BrokerAdmin(admin.ModelAdmin):
+    list_display = ["name", "failure_domain", "state"]
+    fields = ["name", "failure_domain", "state"]
+    readonly_fields = ["name"]
+
+
+@admin.register(Namespace)
+class NamespaceAdmin(admin.ModelAdmin):
+    list_display = ["name", "tenant", "anti_affinity_group"]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Decision)
+class DecisionAdmin(ReadOnlyAdmin):
+    list_display = ["at", "kind", "strategy", "reason", "summary"]
+    list_filter = ["kind", "strategy", "reason"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ["at", "actor", "action", "target", "source", "destination", "reason"]
+    list_filter = ["action"]

@@ -1,0 +1,39 @@
+from console.admin import BalancerConfigForm
+
+
+def form(**changes):
+    data = {
+        "shedder": "ThresholdShedder",
+        "placement": "LeastLongTermMessageRate",
+        "split_algorithm": "range_equally_divide",
+        "parameters": "{}",
+        "is_shedding_enabled": True,
+        **changes,
+    }
+    return BalancerConfigForm(data=data)
+
+
+def test_config_form_accepts_known_names_and_keys_and_canonicalises_aliases(db):
+    valid = form(
+        shedder="threshold_shedder",
+        parameters='{"loadBalancerBrokerThresholdShedderPercentage": 5}',
+    )
+    assert valid.is_valid(), valid.errors
+    assert valid.cleaned_data["shedder"] == "ThresholdShedder"
+
+
+def test_config_form_refuses_unknown_strategies_and_keys(db):
+    bad = form(shedder="Nope", parameters='{"loadBalancerThresholdTypo": 5}')
+    assert not bad.is_valid()
+    assert "ThresholdShedder" in bad.errors["shedder"][0]
+    assert "config.loadBalancerThresholdTypo" in bad.errors["parameters"][0]
+
+
+def test_demo_operator_can_edit_the_config_in_the_admin(db, tmp_path, client):
+    from console.services.seed import demo_operator_ensure
+
+    username, password = demo_operator_ensure(tmp_path / "pw")
+    assert demo_operator_ensure(tmp_path / "pw") == (username, password)  # idempotent
+    assert client.login(username=username, password=password)
+    assert client.get("/admin/console/balancerconfig/").status_code == 200
+    assert client.get("/admin/console/decision/").status_code == 403
