@@ -49,6 +49,23 @@ class PulsarConfig:
     grace_period_s: float = 30 * 60.0
     is_distribute_bundles_evenly_enabled: bool = True
     broker_max_topics: int = 50_000
+    is_failure_domains_enabled: bool = False
+    # UniformLoadShedder / AvgShedder
+    msg_rate_difference_percent: float = 50.0
+    msg_throughput_multiplier_difference: float = 4.0
+    max_unload_fraction: float = 0.2
+    min_unload_msg_per_s: float = 1000.0
+    min_unload_throughput_bytes_per_s: float = 1024 * 1024.0
+    max_unload_bundles_per_shedding: int = -1
+    # LeastResourceUsageWithWeight
+    average_resource_usage_difference_fraction: float = 0.10
+    # split detection and algorithms
+    bundle_max_topics: int = 1000
+    bundle_max_sessions: int = 1000
+    bundle_max_msg_rate: float = 30_000.0
+    bundle_max_bandwidth_bytes_per_s: float = 100 * MIB
+    namespace_max_bundles: int = 128
+    flow_or_qps_difference_fraction: float = 0.10
     seed: int = 0
 
     @property
@@ -88,8 +105,10 @@ class PulsarConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise BalancerError(f"{key} must be a number", field=f"{path}.{key}")
-            if value < 0:
+            if value < 0 and key not in MAY_BE_NEGATIVE:
                 raise BalancerError(f"{key} must not be negative", field=f"{path}.{key}")
+            if expected == "int" and not float(value).is_integer():
+                raise BalancerError(f"{key} must be a whole number", field=f"{path}.{key}")
             converted = convert(value)
             changes[name] = int(converted) if expected == "int" else float(converted)
         return replace(cls(), **changes)
@@ -115,5 +134,29 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[float], float]]]] = {
     "loadBalancerSheddingGracePeriodMinutes": ("grace_period_s", _minutes),
     "loadBalancerDistributeBundlesEvenlyEnabled": ("is_distribute_bundles_evenly_enabled", _same),
     "loadBalancerBrokerMaxTopics": ("broker_max_topics", _same),
+    "failureDomainsEnabled": ("is_failure_domains_enabled", _same),
+    "loadBalancerMsgRateDifferenceShedderThreshold": ("msg_rate_difference_percent", _same),
+    "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": (
+        "msg_throughput_multiplier_difference",
+        _same,
+    ),
+    "maxUnloadPercentage": ("max_unload_fraction", _same),
+    "minUnloadMessage": ("min_unload_msg_per_s", _same),
+    "minUnloadMessageThroughput": ("min_unload_throughput_bytes_per_s", _same),
+    "maxUnloadBundleNumPerShedding": ("max_unload_bundles_per_shedding", _same),
+    "loadBalancerAverageResourceUsageDifferenceThresholdPercentage": (
+        "average_resource_usage_difference_fraction",
+        _percent,
+    ),
+    "loadBalancerNamespaceBundleMaxTopics": ("bundle_max_topics", _same),
+    "loadBalancerNamespaceBundleMaxSessions": ("bundle_max_sessions", _same),
+    "loadBalancerNamespaceBundleMaxMsgRate": ("bundle_max_msg_rate", _same),
+    "loadBalancerNamespaceBundleMaxBandwidthMbytes": ("bundle_max_bandwidth_bytes_per_s", _mib),
+    "loadBalancerNamespaceMaximumBundles": ("namespace_max_bundles", _same),
+    "flowOrQpsDifferenceThresholdPercentage": ("flow_or_qps_difference_fraction", _percent),
     "seed": ("seed", _same),
 }
+# maxUnloadBundleNumPerShedding = -1 means "no limit"; sessions ≤ 0 disables that split condition.
+MAY_BE_NEGATIVE: Final = frozenset(
+    {"maxUnloadBundleNumPerShedding", "loadBalancerNamespaceBundleMaxSessions"}
+)

@@ -10,7 +10,7 @@ from balancer.bundles import BundleRange, range_equally_divide
 from balancer.config import PulsarConfig
 from balancer.decisions import SheddingDecision
 from balancer.errors import UnknownStrategy
-from balancer.shedding import threshold
+from balancer.shedding import overload, threshold, uniform
 from balancer.snapshot import ClusterSnapshot
 
 Shedder = Callable[[ClusterSnapshot, PulsarConfig, dict[str, Any]], SheddingDecision]
@@ -18,6 +18,8 @@ SplitAlgorithm = Callable[[BundleRange], int | None]
 
 SHEDDERS: Final[Mapping[str, Shedder]] = {
     "ThresholdShedder": threshold.shed,
+    "OverloadShedder": overload.shed,
+    "UniformLoadShedder": uniform.shed,
 }
 PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = ("LeastLongTermMessageRate",)
 SPLIT_ALGORITHMS: Final[Mapping[str, SplitAlgorithm]] = {
