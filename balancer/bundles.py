@@ -190,3 +190,8 @@ def namespace_of_topic(topic: str) -> str:
             f"{topic!r} is not a topic name of the form persistent://tenant/ns/topic"
         )
     return f"{parts[0]}/{parts[1]}"
+
+
+def namespace_of_bundle(name: str) -> str:
+    """``tenant/ns/0xLOWER_0xUPPER`` -> ``tenant/ns`` (everything before the last ``/``)."""
+    return name.rsplit("/", 1)[0]

@@ -7,10 +7,10 @@ and nothing on standard output.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
@@ -20,7 +20,9 @@ from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
 from balancer.placement.place import place
 from balancer.registry import get_placement_strategy, get_shedder, get_split_algorithm
-from balancer.wire import array, obj, parse_snapshot, text
+from balancer.splitting.algorithms import TopicLoad
+from balancer.splitting.conditions import split_check
+from balancer.wire import RATE_KEYS, array, obj, parse_rates, parse_snapshot, text
 
 Handler = Callable[[argparse.Namespace, dict[str, Any]], dict[str, Any]]
 
@@ -98,10 +100,23 @@ def cmd_lookup(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _topics(doc: dict[str, Any]) -> list[TopicLoad]:
+    out = []
+    for i, item in enumerate(array(doc.get("topics", []), "topics")):
+        path = f"topics[{i}]"
+        body = obj(item, path)
+        name = text(body, "topic", path)
+        point = _hex(body["hash"], f"{path}.hash") if "hash" in body else topic_hash(name)
+        has_stats = any(k in body for k in RATE_KEYS)
+        rates = parse_rates(body, path)
+        out.append(TopicLoad(name, point, rates.msg_rate, rates.throughput, has_stats))
+    return out
+
+
 def cmd_split(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
-    """``split --algorithm NAME``: where to cut one bundle."""
+    """``split --algorithm NAME``: where to cut one bundle (all boundaries, and the children)."""
     _name, algorithm = get_split_algorithm(args.algorithm)
-    _config(doc)
+    config = _config(doc)
     spec = obj(doc.get("bundle"), "bundle")
     if "name" in spec:
         bundle = bundle_ops.parse_bundle_name(text(spec, "name", "bundle"))
@@ -112,17 +127,36 @@ def cmd_split(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
                 _hex(spec.get("lower"), "bundle.lower"), _hex(spec.get("upper"), "bundle.upper")
             ),
         )
-    boundary = algorithm(bundle.range)
-    if boundary is None:
+    positions = doc.get("positions")
+    if positions is not None:
+        positions = [
+            _hex(p, f"positions[{i}]") for i, p in enumerate(array(positions, "positions"))
+        ]
+    cuts = algorithm(bundle.range, _topics(doc), positions, config)
+    if not cuts:
         return {"boundaries": [], "bundles": [], "reason": "NoSplit"}
-    points = [bundle.range.lower, boundary, bundle.range.upper]
-    bundle_ops.validate_boundaries([0, *points[1:-1], 0xFFFFFFFF])
+    points = [bundle.range.lower, *sorted(set(cuts)), bundle.range.upper]
+    for cut in points[1:-1]:
+        if not bundle.range.lower < cut < bundle.range.upper:
+            raise BalancerError(
+                f"boundary {format_hash(cut)} is not strictly inside {bundle.range.label}",
+                field="bundle",
+            )
     prefix = f"{bundle.namespace}/" if bundle.namespace else ""
     return {
-        "boundaries": [format_hash(boundary)],
-        "bundles": [
-            f"{prefix}{format_hash(a)}_{format_hash(b)}" for a, b in itertools.pairwise(points)
-        ],
+        "boundaries": [format_hash(c) for c in points[1:-1]],
+        "bundles": [f"{prefix}{format_hash(a)}_{format_hash(b)}" for a, b in pairwise(points)],
+    }
+
+
+def cmd_split_check(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
+    """``split-check``: which bundles must be split (auto-split thresholds)."""
+    candidates = split_check(parse_snapshot(doc), _config(doc))
+    return {
+        "splits": [
+            {"bundle": c.bundle, "reason": c.reason, "value": c.value, "limit": c.limit}
+            for c in candidates
+        ]
     }
 
 
@@ -165,13 +199,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("split", help="where to cut one bundle")
     p.add_argument("--algorithm", default="range_equally_divide")
     p.set_defaults(handler=cmd_split, reads_input=True)
+    p = sub.add_parser("split-check", help="which bundles must be split")
+    p.set_defaults(handler=cmd_split_check, reads_input=True)
     p = sub.add_parser("shed", help="which bundles to unload this cycle")
     p.add_argument("--strategy", default="ThresholdShedder")
     p.set_defaults(handler=cmd_shed, reads_input=True)
     p = sub.add_parser("place", help="which broker gets one unassigned bundle")
     p.add_argument("--strategy", default="LeastLongTermMessageRate")
     p.set_defaults(handler=cmd_place, reads_input=True)
-    for name in ("shed", "place", "split", "lookup"):
+    for name in ("shed", "place", "split", "split-check", "lookup"):
         sub.choices[name].add_argument("--input", dest="sub_input", help=argparse.SUPPRESS)
     return parser
 

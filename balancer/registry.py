@@ -3,18 +3,23 @@ aliases are accepted case-insensitively (``threshold_shedder``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-from balancer.bundles import BundleRange, range_equally_divide
+from balancer.bundles import BundleRange
 from balancer.config import PulsarConfig
 from balancer.decisions import SheddingDecision
 from balancer.errors import UnknownStrategy
 from balancer.shedding import overload, threshold, uniform
 from balancer.snapshot import ClusterSnapshot
+from balancer.splitting import algorithms
+from balancer.units import HashPoint
 
 Shedder = Callable[[ClusterSnapshot, PulsarConfig, dict[str, Any]], SheddingDecision]
-SplitAlgorithm = Callable[[BundleRange], int | None]
+SplitAlgorithm = Callable[
+    [BundleRange, Sequence[algorithms.TopicLoad], Sequence[HashPoint] | None, PulsarConfig],
+    list[HashPoint] | None,
+]
 
 SHEDDERS: Final[Mapping[str, Shedder]] = {
     "ThresholdShedder": threshold.shed,
@@ -23,7 +28,10 @@ SHEDDERS: Final[Mapping[str, Shedder]] = {
 }
 PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = ("LeastLongTermMessageRate",)
 SPLIT_ALGORITHMS: Final[Mapping[str, SplitAlgorithm]] = {
-    "range_equally_divide": range_equally_divide,
+    "range_equally_divide": algorithms.range_equally_divide_split,
+    "topic_count_equally_divide": algorithms.topic_count_equally_divide,
+    "specified_positions_divide": algorithms.specified_positions_divide,
+    "flow_or_qps_equally_divide": algorithms.flow_or_qps_equally_divide,
 }
 
 T = TypeVar("T")

@@ -9,14 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from balancer.bundles import namespace_of_bundle
 from balancer.config import PulsarConfig
 from balancer.decisions import Reason, Rejection
 from balancer.snapshot import ClusterSnapshot
-
-
-def namespace_of(bundle: str) -> str:
-    """The namespace part of a bundle name (everything before the last ``/``)."""
-    return bundle.rsplit("/", 1)[0]
 
 
 def active_brokers(
@@ -74,14 +70,18 @@ def even_distribution(
 
     Source: Pulsar ``removeMostServicingBrokersForNamespace`` (PULSAR.md §8.4).
     """
-    namespace = namespace_of(bundle)
+    namespace = namespace_of_bundle(bundle)
     counts: Counter[str] = Counter()
     for load in snapshot.bundles.values():
-        if load.owner is not None and load.name != bundle and namespace_of(load.name) == namespace:
+        if (
+            load.owner is not None
+            and load.name != bundle
+            and namespace_of_bundle(load.name) == namespace
+        ):
             counts[load.owner] += 1
     for other, broker in preallocated.items():
         owner = snapshot.bundles[other].owner if other in snapshot.bundles else None
-        if other != bundle and owner is None and namespace_of(other) == namespace:
+        if other != bundle and owner is None and namespace_of_bundle(other) == namespace:
             counts[broker] += 1
     if not candidates:
         return candidates, []

@@ -182,3 +182,91 @@ def test_unknown_command_is_bad_input():
     code, _, err = run(["explode"])
     assert code == 2
     assert err["error"]["field"] == "argv"
+
+
+def test_split_topic_count_hashes_topics_without_a_hash():
+    doc = {
+        "bundle": {"name": "t/ns/0x00000000_0xffffffff"},
+        "topics": [{"topic": "a", "hash": "0x10000000"}, {"topic": "b", "hash": "0x30000000"}],
+    }
+    _, out, _ = run(["split", "--algorithm", "topic_count_equally_divide"], doc)
+    assert out["boundaries"] == ["0x20000000"]
+    assert out["bundles"] == ["t/ns/0x00000000_0x20000000", "t/ns/0x20000000_0xffffffff"]
+    hashed = {"bundle": doc["bundle"], "topics": [{"topic": "x"}, {"topic": "y"}]}
+    assert run(["split", "--algorithm", "topic_count_equally_divide"], hashed)[0] == 0
+
+
+def test_split_flow_or_qps_returns_every_boundary_and_child():
+    hashes = ["0x10000000", "0x15000000", "0x24000000", "0x39000000", "0x58000000", "0x76000000"]
+    doc = {
+        "config": {
+            "loadBalancerNamespaceBundleMaxMsgRate": 1900,
+            "loadBalancerNamespaceBundleMaxBandwidthMbytes": 90,
+        },
+        "bundle": {"name": "t/ns/0x00000000_0xffffffff"},
+        "topics": [
+            {
+                "topic": f"t{i}",
+                "hash": h,
+                "msgRateIn": 100 * (i + 1),
+                "msgThroughputIn": 10 * (i + 1) * 1048576,
+            }
+            for i, h in enumerate(hashes)
+        ],
+    }
+    code, out, _ = run(["split", "--algorithm", "flow_or_qps_equally_divide"], doc)
+    assert code == 0
+    assert out["boundaries"] == ["0x2e800001", "0x67000001"]
+    assert len(out["bundles"]) == 3
+
+
+def test_split_with_no_boundary_says_so_and_outside_boundary_is_refused():
+    doc = {"bundle": {"name": "t/ns/0x00000000_0x80000000"}, "topics": [{"topic": "a"}]}
+    _, out, _ = run(["split", "--algorithm", "topic_count_equally_divide"], doc)
+    assert out == {"boundaries": [], "bundles": [], "reason": "NoSplit"}
+    outside = {
+        "bundle": {"name": "t/ns/0x00000000_0x10000000"},
+        "topics": [{"topic": "a", "hash": "0x20000000"}, {"topic": "b", "hash": "0x40000000"}],
+    }
+    code, _, err = run(["split", "--algorithm", "topic_count_equally_divide"], outside)
+    assert code == 2
+    assert err["error"]["field"] == "bundle"
+
+
+def test_split_positions_are_validated():
+    doc = {
+        "bundle": {"name": "t/ns/0x00000000_0x80000000"},
+        "topics": [{"topic": "a"}, {"topic": "b"}],
+    }
+    code, out, _ = run(
+        ["split", "--algorithm", "specified_positions_divide"], {**doc, "positions": ["0x10000000"]}
+    )
+    assert out["boundaries"] == ["0x10000000"]
+    code, _, err = run(["split", "--algorithm", "specified_positions_divide"], doc)
+    assert (code, err["error"]["field"]) == (2, "positions")
+    code, _, err = run(
+        ["split", "--algorithm", "specified_positions_divide"], {**doc, "positions": ["x"]}
+    )
+    assert err["error"]["field"] == "positions[0]"
+
+
+def test_split_check_lists_bundles_over_the_limits():
+    doc = {
+        "brokers": [
+            {"name": "b1", "bundles": ["t/ns/0x00000000_0x80000000", "t/ns/0x80000000_0xffffffff"]}
+        ],
+        "bundles": [
+            {"name": "t/ns/0x00000000_0x80000000", "owner": "b1", "topics": 2000},
+            {"name": "t/ns/0x80000000_0xffffffff", "owner": "b1", "topics": 5},
+        ],
+    }
+    code, out, _ = run(["split-check"], doc)
+    assert code == 0
+    assert out["splits"] == [
+        {
+            "bundle": "t/ns/0x00000000_0x80000000",
+            "reason": "Topics",
+            "value": 2000.0,
+            "limit": 1000.0,
+        }
+    ]
