@@ -27,6 +27,8 @@ class Reason(StrEnum):
     TOO_MANY_TOPICS = "TooManyTopics"
     NOT_LEAST_BUNDLES = "NotLeastBundlesOfNamespace"
     RESELECTED_OVERLOADED = "ReselectedOverloaded"
+    ANTI_AFFINITY = "AntiAffinity"
+    INTENDED_DESTINATION = "IntendedDestination"
     ADMIN = "Admin"
 
 

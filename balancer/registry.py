@@ -10,6 +10,7 @@ from balancer.bundles import BundleRange
 from balancer.config import PulsarConfig
 from balancer.decisions import SheddingDecision
 from balancer.errors import UnknownStrategy
+from balancer.placement.selection import SELECTORS
 from balancer.shedding import overload, threshold, uniform
 from balancer.snapshot import ClusterSnapshot
 from balancer.splitting import algorithms
@@ -26,7 +27,7 @@ SHEDDERS: Final[Mapping[str, Shedder]] = {
     "OverloadShedder": overload.shed,
     "UniformLoadShedder": uniform.shed,
 }
-PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = ("LeastLongTermMessageRate",)
+PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = tuple(SELECTORS)
 SPLIT_ALGORITHMS: Final[Mapping[str, SplitAlgorithm]] = {
     "range_equally_divide": algorithms.range_equally_divide_split,
     "topic_count_equally_divide": algorithms.topic_count_equally_divide,

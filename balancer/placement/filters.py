@@ -98,3 +98,81 @@ def even_distribution(
         if counts[name] != least
     ]
     return kept, rejected
+
+
+def anti_affinity(
+    snapshot: ClusterSnapshot,
+    candidates: list[str],
+    bundle: str,
+    config: PulsarConfig,
+    preallocated: Mapping[str, str],
+) -> tuple[list[str], list[Rejection]]:
+    """Spread an anti-affinity group's namespaces across failure domains and brokers.
+
+    count(b) = distinct namespaces of the group (case-insensitive) that broker b owns or has
+    preallocated a bundle of. With ``failureDomainsEnabled``, keep the candidates of the domains
+    with the least total count (brokers without a domain share the default one); then, if some
+    candidate has count 0, drop every candidate with count > 0, else keep the minimal count.
+
+    | broker | domain | count | kept (failure domains on) |
+    |---|---|---|---|
+    | b1, b2 | d1 | 2, 1 | d1 total 3: yes -> b2 (count 1) |
+    | b3, b4 | d2 | 2, 1 | d2 total 3: yes -> b4 (count 1) |
+    | b5, b6 | d3 | 2, 2 | d3 total 4: no |
+
+    Source: Pulsar LoadManagerShared.filterAntiAffinityGroupOwnedBrokers (PULSAR.md §8.1).
+    """
+    namespace = namespace_of_bundle(bundle)
+    policy = snapshot.namespaces.get(namespace)
+    group = (policy.anti_affinity_group or "").strip().lower() if policy else ""
+    if not group or not candidates:
+        return candidates, []
+    members = {
+        name
+        for name, ns in snapshot.namespaces.items()
+        if (ns.anti_affinity_group or "").strip().lower() == group
+    }
+    owned: dict[str, set[str]] = {}
+    for load in snapshot.bundles.values():
+        ns = namespace_of_bundle(load.name)
+        if load.owner is not None and ns in members:
+            owned.setdefault(load.owner, set()).add(ns)
+    for other, broker in preallocated.items():
+        ns = namespace_of_bundle(other)
+        if ns in members:
+            owned.setdefault(broker, set()).add(ns)
+    counts = {name: len(owned.get(name, ())) for name in candidates}
+    rejected: list[Rejection] = []
+    kept = list(candidates)
+    if config.is_failure_domains_enabled:
+        domain_totals: Counter[str] = Counter()
+        for name in kept:
+            domain_totals[snapshot.brokers[name].failure_domain] += counts[name]
+        least_domain = min(domain_totals.values())
+        rejected += [
+            Rejection(
+                name,
+                "anti_affinity",
+                Reason.ANTI_AFFINITY,
+                f"failure domain {snapshot.brokers[name].failure_domain or 'default'!r} holds "
+                f"{domain_totals[snapshot.brokers[name].failure_domain]} namespaces of group "
+                f"{group!r}, the least is {least_domain}",
+            )
+            for name in kept
+            if domain_totals[snapshot.brokers[name].failure_domain] != least_domain
+        ]
+        kept = [
+            n for n in kept if domain_totals[snapshot.brokers[n].failure_domain] == least_domain
+        ]
+    least = min(counts[n] for n in kept)
+    rejected += [
+        Rejection(
+            name,
+            "anti_affinity",
+            Reason.ANTI_AFFINITY,
+            f"owns {counts[name]} namespaces of group {group!r}, the least is {least}",
+        )
+        for name in kept
+        if counts[name] != least
+    ]
+    return [n for n in kept if counts[n] == least], rejected

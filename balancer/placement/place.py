@@ -9,7 +9,7 @@ from balancer.config import PulsarConfig
 from balancer.decisions import Placement, Reason, Rejection
 from balancer.errors import InvalidSnapshot
 from balancer.placement import filters
-from balancer.placement.selection import least_long_term_message_rate
+from balancer.placement.selection import SELECTORS
 from balancer.snapshot import ClusterSnapshot
 
 
@@ -24,9 +24,11 @@ def place(
     """Choose the broker for one unassigned bundle.
 
     Steps: candidates (given, or every broker) -> drop inactive brokers -> drop brokers over
-    ``loadBalancerBrokerMaxTopics`` (unless all would go) -> keep the brokers with the fewest
+    ``loadBalancerBrokerMaxTopics`` (unless all would go) -> anti-affinity group spread
+    (failure domains, then brokers) -> keep the brokers with the fewest
     bundles of the namespace (``loadBalancerDistributeBundlesEvenlyEnabled``) -> if none is left,
-    reset to the active set -> LeastLongTermMessageRate -> if the chosen broker's unweighted max
+    reset to the active set -> the selection strategy (``strategy``: LeastLongTermMessageRate or
+    LeastResourceUsageWithWeight) -> if the chosen broker's unweighted max
     usage exceeds ``loadBalancerBrokerOverloadedThresholdPercentage``, select once more over the
     whole active set. The choice is recorded as preallocated in ``state["preallocated"]``
     (bundle -> broker) so the next placement sees it before the broker's next load report.
@@ -45,12 +47,16 @@ def place(
     rejections: list[Rejection] = list(rejected)
     kept, rejected = filters.max_topics(snapshot, allowed, config, preallocated)
     rejections += rejected
+    kept, rejected = filters.anti_affinity(snapshot, kept, bundle, config, preallocated)
+    rejections += rejected
     if config.is_distribute_bundles_evenly_enabled:
         kept, rejected = filters.even_distribution(snapshot, kept, bundle, preallocated)
         rejections += rejected
     if not kept:
         kept = allowed
-    broker, scores = least_long_term_message_rate(snapshot, kept, config, preallocated)
+    select = SELECTORS[strategy]
+    state = {**state}
+    broker, scores = select(snapshot, kept, config, preallocated, state)
     reason = Reason.LEAST_LOADED
     if broker is None:
         return Placement(
@@ -59,7 +65,7 @@ def place(
     if all(score == float("inf") for score in scores.values()):
         reason = Reason.ALL_OVERLOADED
     if snapshot.brokers[broker].max_resource_usage() > config.overloaded_threshold_fraction:
-        broker, scores = least_long_term_message_rate(snapshot, allowed, config, preallocated)
+        broker, scores = select(snapshot, allowed, config, preallocated, state)
         reason = Reason.RESELECTED_OVERLOADED
     assert broker is not None  # allowed ⊇ kept, which was not empty
     preallocated[bundle] = broker

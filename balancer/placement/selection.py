@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, Final
 
 from balancer.config import PulsarConfig
 from balancer.load import ResourceWeights
@@ -16,6 +18,7 @@ def least_long_term_message_rate(
     candidates: list[str],
     config: PulsarConfig,
     preallocated: Mapping[str, str],
+    state: dict[str, Any] | None = None,
 ) -> tuple[str | None, dict[str, float]]:
     """Pick the candidate with the least long-term message rate.
 
@@ -53,3 +56,59 @@ def least_long_term_message_rate(
         sorted(candidates) if best == math.inf else sorted(n for n in scores if scores[n] == best)
     )
     return random.Random(config.seed).choice(pool), scores
+
+
+def least_resource_usage_with_weight(
+    snapshot: ClusterSnapshot,
+    candidates: list[str],
+    config: PulsarConfig,
+    preallocated: Mapping[str, str],
+    state: dict[str, Any] | None = None,
+) -> tuple[str | None, dict[str, float]]:
+    """Pick among the candidates whose smoothed usage is at least a margin below their mean.
+
+    Each candidate's usage is the weighted max of cpu, direct memory and bandwidth in/out
+    (fraction, memory left out), smoothed by an EMA kept in
+    ``state["brokerAvgResourceUsageWithWeight"]`` (``loadBalancerHistoryResourcePercentage`` on
+    the old value); a broker with no bundles or no traffic starts its history afresh. Best =
+    candidates with history + ``loadBalancerAverageResourceUsageDifferenceThresholdPercentage``
+    ≤ the mean history of the candidates; if none, every candidate. Seeded random choice among
+    them (ascending names). ``state`` is updated in place.
+
+    | usage | mean | best (diff 10 %) |
+    |---|---|---|
+    | 10 %, 30 %, 80 % | 40 % | 10 %, 30 % |
+    | 40, 40, 40, 40, 69, 70 % | 49.8 % | none -> all six |
+
+    Source: Pulsar modular LeastResourceUsageWithWeight (PULSAR.md §7.2).
+    """
+    if not candidates:
+        return None, {}
+    state = state if state is not None else {}
+    history: dict[str, float] = dict(state.get("brokerAvgResourceUsageWithWeight", {}))
+    state["brokerAvgResourceUsageWithWeight"] = history
+    h = config.history_resource_fraction
+    weights = replace(config.weights, memory=0.0)
+    for name in candidates:
+        broker = snapshot.brokers[name]
+        if not broker.bundles or (broker.rates.msg_rate_in == 0 and broker.rates.msg_rate_out == 0):
+            history.pop(name, None)
+        current = broker.weighted_max_usage(weights)
+        old = history.get(name)
+        history[name] = current if old is None else h * old + (1 - h) * current
+    scores = {name: history[name] for name in candidates}
+    mean = sum(scores.values()) / len(scores)
+    diff = config.average_resource_usage_difference_fraction
+    best = sorted(n for n in candidates if scores[n] + diff <= mean) or sorted(candidates)
+    return random.Random(config.seed).choice(best), scores
+
+
+Selector = Callable[
+    [ClusterSnapshot, list[str], PulsarConfig, Mapping[str, str], dict[str, Any] | None],
+    tuple[str | None, dict[str, float]],
+]
+
+SELECTORS: Final[Mapping[str, Selector]] = {
+    "LeastLongTermMessageRate": least_long_term_message_rate,
+    "LeastResourceUsageWithWeight": least_resource_usage_with_weight,
+}

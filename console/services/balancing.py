@@ -61,7 +61,9 @@ def _place_all(
     config = selectors.balancer_config_get()
     strategy = get_placement_strategy(config.placement)
     pulsar = selectors.pulsar_config_get(config)
-    state: dict[str, Any] = {"preallocated": {}}
+    # What the strategy remembers (e.g. LeastResourceUsageWithWeight's usage history) persists;
+    # preallocation lives only for this batch, since ownership is written at once.
+    state: dict[str, Any] = {**config.state.get(strategy, {}), "preallocated": {}}
     usage = _usage(snapshot)
     placements = []
     brokers = {b.name: b for b in Broker.objects.all()}
@@ -97,6 +99,10 @@ def _place_all(
             load_before=_load_figures(usage, placement.broker),
         )
         realtime.publish(realtime.BUNDLE_MOVED, event.summary())
+    remembered = {k: v for k, v in state.items() if k != "preallocated"}
+    if remembered:
+        config.state = {**config.state, strategy: remembered}
+        config.save(update_fields=["state"])
     return placements
 
 

@@ -153,3 +153,18 @@ def test_an_unloaded_bundle_never_goes_back_to_the_broker_it_left(cluster, opera
     assert result["destination"] == "broker-3"
     placement = Decision.objects.get(kind=Decision.Kind.PLACE)
     assert "broker-1" not in placement.details["candidates"]
+
+
+def test_placement_strategy_is_read_from_the_config_and_its_state_persists(cluster):
+    from console.selectors import balancer_config_get
+
+    config = balancer_config_get()
+    config.placement = "LeastResourceUsageWithWeight"
+    config.save()
+    for name, cpu in (("broker-1", 10), ("broker-2", 50), ("broker-3", 90)):
+        ingest(report(name, cpu))
+    bundle_lookup("persistent://acme/orders/x", now=NOW)
+    decision = Decision.objects.get(kind=Decision.Kind.PLACE)
+    assert decision.strategy == "LeastResourceUsageWithWeight"
+    history = balancer_config_get().state["LeastResourceUsageWithWeight"]
+    assert set(history["brokerAvgResourceUsageWithWeight"]) == {"broker-1", "broker-2", "broker-3"}
