@@ -10,16 +10,23 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from balancer import bundles as bundle_ops
-from balancer.config import PulsarConfig
+from balancer.danube.placement import place as danube_place
 from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
 from balancer.placement.place import place
-from balancer.registry import get_placement_strategy, get_shedder, get_split_algorithm
+from balancer.registry import (
+    DANUBE_PLACEMENT,
+    config_class,
+    get_placement_strategy,
+    get_shedder,
+    get_split_algorithm,
+)
 from balancer.splitting.algorithms import TopicLoad
 from balancer.splitting.conditions import split_check
 from balancer.wire import RATE_KEYS, array, obj, parse_rates, parse_snapshot, text
@@ -43,8 +50,8 @@ def _hex(value: Any, path: str) -> int:
     raise BalancerError("must be a hash such as 0x40000000", field=path)
 
 
-def _config(doc: dict[str, Any]) -> PulsarConfig:
-    return PulsarConfig.from_keys(obj(doc.get("config", {}), "config"))
+def _config(doc: dict[str, Any], strategy: str = "") -> Any:
+    return config_class(strategy).from_keys(obj(doc.get("config", {}), "config"))
 
 
 def _state(doc: dict[str, Any]) -> dict[str, Any]:
@@ -162,22 +169,28 @@ def cmd_split_check(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, 
 
 def cmd_shed(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
     """``shed --strategy NAME``: which bundles to unload this cycle."""
-    _name, shedder = get_shedder(args.strategy)
-    return shedder(parse_snapshot(doc), _config(doc), _state(doc)).as_dict()
+    name, shedder = get_shedder(args.strategy)
+    return shedder(parse_snapshot(doc), _config(doc, name), _state(doc)).as_dict()
 
 
 def cmd_place(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
-    """``place --strategy NAME``: which broker gets one unassigned bundle."""
+    """``place --strategy NAME``: which broker gets one unassigned bundle (Danube: topic)."""
     name = get_placement_strategy(args.strategy)
+    config = _config(doc, name)
+    snapshot = parse_snapshot(doc)
+    if name in DANUBE_PLACEMENT:
+        unit = text(doc, "topic", "") if "topic" in doc else text(doc, "bundle", "")
+        hint = doc.get("hint")
+        hint = dict(obj(hint, "hint")) if hint is not None else None
+        config = replace(config, assignment_strategy=name)
+        return danube_place(snapshot, unit, config, _state(doc), hint).as_dict()
     candidates = doc.get("candidates")
     if candidates is not None:
         candidates = [
             text({"c": c}, "c", f"candidates[{i}]")
             for i, c in enumerate(array(candidates, "candidates"))
         ]
-    placement = place(
-        parse_snapshot(doc), text(doc, "bundle", ""), _config(doc), _state(doc), candidates, name
-    )
+    placement = place(snapshot, text(doc, "bundle", ""), config, _state(doc), candidates, name)
     return placement.as_dict()
 
 

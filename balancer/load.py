@@ -65,6 +65,19 @@ class ResourceWeights:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicStats:
+    """One topic as a Danube broker reports it: msg/s, bytes/s, connections, backlog (messages)."""
+
+    name: str
+    message_rate: MsgPerSec = 0.0
+    byte_rate: BytesPerSec = 0.0
+    producers: int = 0
+    consumers: int = 0
+    subscriptions: int = 0
+    backlog: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerLoad:
     """One broker's latest load report plus its identity and state.
 
@@ -76,6 +89,7 @@ class BrokerLoad:
         rates: the broker's totals over its bundles (msg/s, bytes/s).
         bundles: names of the bundles the broker reports owning.
         topics: number of topics served.
+        topic_stats: per-topic stats when the report carries them (Danube's TopicLoad).
     """
 
     name: str
@@ -89,6 +103,7 @@ class BrokerLoad:
     rates: MessageRates = field(default_factory=MessageRates)
     bundles: tuple[str, ...] = ()
     topics: int = 0
+    topic_stats: tuple[TopicStats, ...] = ()
 
     @property
     def is_active(self) -> bool:

@@ -8,6 +8,8 @@ from typing import Any, Final, TypeVar
 
 from balancer.bundles import BundleRange
 from balancer.config import PulsarConfig
+from balancer.danube import rebalance
+from balancer.danube.config import DanubeConfig
 from balancer.decisions import SheddingDecision
 from balancer.errors import UnknownStrategy
 from balancer.placement.selection import SELECTORS
@@ -16,7 +18,7 @@ from balancer.snapshot import ClusterSnapshot
 from balancer.splitting import algorithms
 from balancer.units import HashPoint
 
-Shedder = Callable[[ClusterSnapshot, PulsarConfig, dict[str, Any]], SheddingDecision]
+Shedder = Callable[[ClusterSnapshot, Any, dict[str, Any]], SheddingDecision]
 SplitAlgorithm = Callable[
     [BundleRange, Sequence[algorithms.TopicLoad], Sequence[HashPoint] | None, PulsarConfig],
     list[HashPoint] | None,
@@ -26,8 +28,19 @@ SHEDDERS: Final[Mapping[str, Shedder]] = {
     "ThresholdShedder": threshold.shed,
     "OverloadShedder": overload.shed,
     "UniformLoadShedder": uniform.shed,
+    "danube": rebalance.shed,
 }
-PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = tuple(SELECTORS)
+DANUBE_PLACEMENT: Final[tuple[str, ...]] = ("fair", "balanced", "weighted_load")
+PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = (*SELECTORS, *DANUBE_PLACEMENT)
+# Danube's strategies read Danube's keys; everything else reads Pulsar's.
+DANUBE_STRATEGIES: Final = frozenset({"danube", *DANUBE_PLACEMENT})
+
+
+def config_class(strategy: str) -> type[PulsarConfig] | type[DanubeConfig]:
+    """The configuration family of a (canonical) strategy name."""
+    return DanubeConfig if strategy in DANUBE_STRATEGIES else PulsarConfig
+
+
 SPLIT_ALGORITHMS: Final[Mapping[str, SplitAlgorithm]] = {
     "range_equally_divide": algorithms.range_equally_divide_split,
     "topic_count_equally_divide": algorithms.topic_count_equally_divide,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from balancer.errors import BalancerError
-from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage
+from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage, TopicStats
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 
 BROKER_STATES = ("active", "draining", "drained")
@@ -115,7 +115,12 @@ def parse_broker(value: Any, path: str) -> BrokerLoad:
         if not isinstance(name, str) or not name:
             raise BalancerError("must be a bundle name", field=f"{at(path, 'bundles')}[{i}]")
     topics = doc.get("topics", 0)
-    topic_count = len(topics) if isinstance(topics, list) else integer(doc, "topics", path)
+    stats: tuple[TopicStats, ...] = ()
+    if isinstance(topics, list):
+        stats = tuple(parse_topic(t, f"{at(path, 'topics')}[{i}]") for i, t in enumerate(topics))
+        topic_count = len(stats)
+    else:
+        topic_count = integer(doc, "topics", path)
     return BrokerLoad(
         name=text(doc, "name", path),
         failure_domain=text(doc, "failureDomain", path, ""),
@@ -124,6 +129,22 @@ def parse_broker(value: Any, path: str) -> BrokerLoad:
         rates=parse_rates(doc, path),
         bundles=tuple(bundles),
         topics=topic_count,
+        topic_stats=stats,
+    )
+
+
+def parse_topic(value: Any, path: str) -> TopicStats:
+    """A Danube topic load: ``{"name", "messageRate", "byteRate", "producers", "consumers",
+    "subscriptions", "backlog"}`` (rates msg/s and bytes/s)."""
+    doc = obj(value, path)
+    return TopicStats(
+        name=text(doc, "name", path),
+        message_rate=number(doc, "messageRate", path),
+        byte_rate=number(doc, "byteRate", path),
+        producers=integer(doc, "producers", path),
+        consumers=integer(doc, "consumers", path),
+        subscriptions=integer(doc, "subscriptions", path),
+        backlog=integer(doc, "backlog", path),
     )
 
 

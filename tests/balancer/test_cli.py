@@ -270,3 +270,60 @@ def test_split_check_lists_bundles_over_the_limits():
             "limit": 1000.0,
         }
     ]
+
+
+DANUBE = {
+    "config": {"assignment_strategy": "fair", "aggressiveness": "aggressive"},
+    "now": 1000.0,
+    "brokers": [
+        {
+            "name": "b1",
+            "topics": [{"name": f"/default/t{i}", "byteRate": 1000.0 * i} for i in range(45)],
+        },
+        {"name": "b2", "topics": [{"name": f"/default/u{i}"} for i in range(30)]},
+        {"name": "b3", "topics": [{"name": f"/default/v{i}"} for i in range(25)]},
+    ],
+}
+
+
+def test_shed_danube_reads_danube_keys_and_moves_one_topic():
+    code, out, _ = run(["shed", "--strategy", "danube"], DANUBE)
+    assert code == 0
+    assert out["reason"] == "LoadImbalance"
+    assert out["unloads"] == [
+        {
+            "bundle": "/default/t0",
+            "source": "b1",
+            "destination": "b3",
+            "reason": "LoadImbalance",
+            "load": 0.2,
+        }
+    ]
+    assert out["state"]["moves"][0]["topic"] == "/default/t0"
+
+
+def test_danube_rejects_pulsar_keys_and_vice_versa():
+    code, _, err = run(
+        ["shed", "--strategy", "danube"],
+        {**DANUBE, "config": {"loadBalancerBrokerThresholdShedderPercentage": 5}},
+    )
+    assert (code, err["error"]["field"]) == (
+        2,
+        "config.loadBalancerBrokerThresholdShedderPercentage",
+    )
+    code, _, err = run(["shed"], {**DANUBE, "config": {"aggressiveness": "aggressive"}})
+    assert (code, err["error"]["field"]) == (2, "config.aggressiveness")
+
+
+def test_place_fair_round_robin_and_state():
+    doc = {**DANUBE, "brokers": DANUBE["brokers"][1:], "topic": "/default/new"}
+    code, out, _ = run(["place", "--strategy", "fair"], doc)
+    assert code == 0
+    assert out["broker"] == "b3"
+    assert out["state"]["lastSelected"] == "b3"
+
+
+def test_bad_topic_stats_name_the_field():
+    doc = {"brokers": [{"name": "b1", "topics": [{"name": "/t", "byteRate": -1}]}]}
+    code, _, err = run(["shed", "--strategy", "danube"], doc)
+    assert (code, err["error"]["field"]) == (2, "brokers[0].topics[0].byteRate")
