@@ -57,6 +57,11 @@ class PulsarConfig:
     min_unload_msg_per_s: float = 1000.0
     min_unload_throughput_bytes_per_s: float = 1024 * 1024.0
     max_unload_bundles_per_shedding: int = -1
+    # AvgShedder
+    avg_shedder_low_threshold: float = 15.0
+    avg_shedder_high_threshold: float = 40.0
+    avg_shedder_hit_count_low: int = 8
+    avg_shedder_hit_count_high: int = 2
     # LeastResourceUsageWithWeight
     average_resource_usage_difference_fraction: float = 0.10
     # split detection and algorithms
@@ -144,6 +149,10 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[float], float]]]] = {
     "minUnloadMessage": ("min_unload_msg_per_s", _same),
     "minUnloadMessageThroughput": ("min_unload_throughput_bytes_per_s", _same),
     "maxUnloadBundleNumPerShedding": ("max_unload_bundles_per_shedding", _same),
+    "loadBalancerAvgShedderLowThreshold": ("avg_shedder_low_threshold", _same),
+    "loadBalancerAvgShedderHighThreshold": ("avg_shedder_high_threshold", _same),
+    "loadBalancerAvgShedderHitCountLowThreshold": ("avg_shedder_hit_count_low", _same),
+    "loadBalancerAvgShedderHitCountHighThreshold": ("avg_shedder_hit_count_high", _same),
     "loadBalancerAverageResourceUsageDifferenceThresholdPercentage": (
         "average_resource_usage_difference_fraction",
         _percent,

@@ -56,7 +56,7 @@ def place(
         kept = allowed
     select = SELECTORS[strategy]
     state = {**state}
-    broker, scores = select(snapshot, kept, config, preallocated, state)
+    broker, scores = select(snapshot, kept, config, preallocated, state, bundle)
     reason = Reason.LEAST_LOADED
     if broker is None:
         return Placement(
@@ -65,7 +65,7 @@ def place(
     if all(score == float("inf") for score in scores.values()):
         reason = Reason.ALL_OVERLOADED
     if snapshot.brokers[broker].max_resource_usage() > config.overloaded_threshold_fraction:
-        broker, scores = select(snapshot, allowed, config, preallocated, state)
+        broker, scores = select(snapshot, allowed, config, preallocated, state, bundle)
         reason = Reason.RESELECTED_OVERLOADED
     assert broker is not None  # allowed ⊇ kept, which was not empty
     preallocated[bundle] = broker

@@ -19,6 +19,7 @@ def least_long_term_message_rate(
     config: PulsarConfig,
     preallocated: Mapping[str, str],
     state: dict[str, Any] | None = None,
+    bundle: str = "",
 ) -> tuple[str | None, dict[str, float]]:
     """Pick the candidate with the least long-term message rate.
 
@@ -64,6 +65,7 @@ def least_resource_usage_with_weight(
     config: PulsarConfig,
     preallocated: Mapping[str, str],
     state: dict[str, Any] | None = None,
+    bundle: str = "",
 ) -> tuple[str | None, dict[str, float]]:
     """Pick among the candidates whose smoothed usage is at least a margin below their mean.
 
@@ -103,12 +105,39 @@ def least_resource_usage_with_weight(
     return random.Random(config.seed).choice(best), scores
 
 
+def avg_shedder_select(
+    snapshot: ClusterSnapshot,
+    candidates: list[str],
+    config: PulsarConfig,
+    preallocated: Mapping[str, str],
+    state: dict[str, Any] | None = None,
+    bundle: str = "",
+) -> tuple[str | None, dict[str, float]]:
+    """AvgShedder's placement: the destination its shedding recorded for ``bundle``
+    (``state["bundleBrokerMap"]``) when that broker is a candidate; otherwise a seeded random
+    candidate, which is then remembered for the bundle.
+
+    Source: Pulsar AvgShedder.selectBroker (PULSAR.md §5); Pulsar's pick is truly random.
+    """
+    if not candidates:
+        return None, {}
+    state = state if state is not None else {}
+    intended: dict[str, str] = dict(state.get("bundleBrokerMap", {}))
+    state["bundleBrokerMap"] = intended
+    broker = intended.get(bundle)
+    if broker not in candidates:
+        broker = random.Random(config.seed).choice(sorted(candidates))
+        intended[bundle] = broker
+    return broker, {name: (1.0 if name == broker else 0.0) for name in candidates}
+
+
 Selector = Callable[
-    [ClusterSnapshot, list[str], PulsarConfig, Mapping[str, str], dict[str, Any] | None],
+    [ClusterSnapshot, list[str], PulsarConfig, Mapping[str, str], dict[str, Any] | None, str],
     tuple[str | None, dict[str, float]],
 ]
 
 SELECTORS: Final[Mapping[str, Selector]] = {
     "LeastLongTermMessageRate": least_long_term_message_rate,
     "LeastResourceUsageWithWeight": least_resource_usage_with_weight,
+    "AvgShedder": avg_shedder_select,
 }
