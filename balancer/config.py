@@ -62,6 +62,16 @@ class PulsarConfig:
     avg_shedder_high_threshold: float = 40.0
     avg_shedder_hit_count_low: int = 8
     avg_shedder_hit_count_high: int = 2
+    # TransferShedder (extensible load manager)
+    broker_load_target_std: float = 0.25
+    max_brokers_shed_per_cycle: int = 3
+    shedding_condition_hit_count: int = 3
+    shedding_delay_s: float = 180.0
+    broker_load_data_ttl_s: float = 1800.0
+    max_bundles_in_load_report: int = 10
+    is_transfer_enabled: bool = True
+    is_shedding_bundles_with_policies_enabled: bool = False
+    is_debug_mode_enabled: bool = False
     # LeastResourceUsageWithWeight
     average_resource_usage_difference_fraction: float = 0.10
     # split detection and algorithms
@@ -153,6 +163,18 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[float], float]]]] = {
     "loadBalancerAvgShedderHighThreshold": ("avg_shedder_high_threshold", _same),
     "loadBalancerAvgShedderHitCountLowThreshold": ("avg_shedder_hit_count_low", _same),
     "loadBalancerAvgShedderHitCountHighThreshold": ("avg_shedder_hit_count_high", _same),
+    "loadBalancerBrokerLoadTargetStd": ("broker_load_target_std", _same),
+    "loadBalancerMaxNumberOfBrokerSheddingPerCycle": ("max_brokers_shed_per_cycle", _same),
+    "loadBalancerSheddingConditionHitCountThreshold": ("shedding_condition_hit_count", _same),
+    "loadBalanceSheddingDelayInSeconds": ("shedding_delay_s", _same),
+    "loadBalancerBrokerLoadDataTTLInSeconds": ("broker_load_data_ttl_s", _same),
+    "loadBalancerMaxNumberOfBundlesInBundleLoadReport": ("max_bundles_in_load_report", _same),
+    "loadBalancerTransferEnabled": ("is_transfer_enabled", _same),
+    "loadBalancerSheddingBundlesWithPoliciesEnabled": (
+        "is_shedding_bundles_with_policies_enabled",
+        _same,
+    ),
+    "loadBalancerDebugModeEnabled": ("is_debug_mode_enabled", _same),
     "loadBalancerAverageResourceUsageDifferenceThresholdPercentage": (
         "average_resource_usage_difference_fraction",
         _percent,

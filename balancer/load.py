@@ -90,6 +90,10 @@ class BrokerLoad:
         bundles: names of the bundles the broker reports owning.
         topics: number of topics served.
         topic_stats: per-topic stats when the report carries them (Danube's TopicLoad).
+        top_bundles: the extensible load manager's top-k bundle report, as reported (smallest
+            first); None when the report has none.
+        weighted_max_ema, msg_throughput_ema, updated_at: the extensible BrokerLoadData figures
+            (fraction, bytes/s, s since epoch) when the report carries them.
     """
 
     name: str
@@ -104,6 +108,10 @@ class BrokerLoad:
     bundles: tuple[str, ...] = ()
     topics: int = 0
     topic_stats: tuple[TopicStats, ...] = ()
+    top_bundles: tuple[tuple[str, float, float], ...] | None = None  # (name, in, out) bytes/s
+    weighted_max_ema: float | None = None  # extensible BrokerLoadData, when reported
+    msg_throughput_ema: float | None = None
+    updated_at: float | None = None
 
     @property
     def is_active(self) -> bool:

@@ -13,7 +13,7 @@ from balancer.danube.config import DanubeConfig
 from balancer.decisions import SheddingDecision
 from balancer.errors import UnknownStrategy
 from balancer.placement.selection import SELECTORS
-from balancer.shedding import avg, overload, threshold, uniform
+from balancer.shedding import avg, overload, threshold, transfer, uniform
 from balancer.snapshot import ClusterSnapshot
 from balancer.splitting import algorithms
 from balancer.units import HashPoint
@@ -29,6 +29,7 @@ SHEDDERS: Final[Mapping[str, Shedder]] = {
     "OverloadShedder": overload.shed,
     "UniformLoadShedder": uniform.shed,
     "AvgShedder": avg.shed,
+    "TransferShedder": transfer.shed,
     "danube": rebalance.shed,
 }
 DANUBE_PLACEMENT: Final[tuple[str, ...]] = ("fair", "balanced", "weighted_load")

@@ -130,7 +130,32 @@ def parse_broker(value: Any, path: str) -> BrokerLoad:
         bundles=tuple(bundles),
         topics=topic_count,
         topic_stats=stats,
+        top_bundles=_top_bundles(doc, path),
+        weighted_max_ema=number(doc, "weightedMaxEMA", path, None)
+        if "weightedMaxEMA" in doc
+        else None,
+        msg_throughput_ema=(
+            number(doc, "msgThroughputEMA", path, None) if "msgThroughputEMA" in doc else None
+        ),
+        updated_at=number(doc, "updatedAt", path, None) if "updatedAt" in doc else None,
     )
+
+
+def _top_bundles(doc: Mapping[str, Any], path: str) -> tuple[tuple[str, float, float], ...] | None:
+    if "topBundles" not in doc:
+        return None
+    where = at(path, "topBundles")
+    out = []
+    for i, item in enumerate(array(doc["topBundles"], where)):
+        entry = obj(item, f"{where}[{i}]")
+        out.append(
+            (
+                text(entry, "name", f"{where}[{i}]"),
+                number(entry, "msgThroughputIn", f"{where}[{i}]"),
+                number(entry, "msgThroughputOut", f"{where}[{i}]"),
+            )
+        )
+    return tuple(out)
 
 
 def parse_topic(value: Any, path: str) -> TopicStats:

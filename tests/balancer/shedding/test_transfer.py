@@ -1,0 +1,119 @@
+import pytest
+
+from balancer.config import PulsarConfig
+from balancer.decisions import Reason
+from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage
+from balancer.shedding.transfer import shed
+from balancer.snapshot import ClusterSnapshot
+
+MIB = 1024 * 1024
+NOW = 100_000.0
+READY = {"unloadConditionHitCount": 3}  # the next qualifying cycle is the 4th
+
+
+def broker(name, ema, tops, *, tput_ema=None, updated=NOW):
+    throughput = sum(t for _, t in tops) * MIB
+    return BrokerLoad(
+        name,
+        rates=MessageRates(0, 0, throughput, 0),
+        bundles=tuple(n for n, _ in tops),
+        top_bundles=tuple((n, t * MIB, 0.0) for n, t in tops),
+        weighted_max_ema=ema,
+        msg_throughput_ema=tput_ema if tput_ema is not None else throughput,
+        updated_at=updated,
+    )
+
+
+def two_brokers(**kw):
+    a = broker("a", 0.9, [("ns/1", 10), ("ns/2", 20), ("ns/3", 30)], **kw)
+    b = broker("b", 0.1, [("ns/b1", 5)])
+    bundles = {n: BundleLoad(n, "a") for n in a.bundles} | {"ns/b1": BundleLoad("ns/b1", "b")}
+    return ClusterSnapshot(NOW, {"a": a, "b": b}, bundles)
+
+
+def test_unloading_starts_on_the_fourth_consecutive_qualifying_cycle():
+    state = {}
+    for cycle in range(4):
+        decision = shed(two_brokers(), PulsarConfig(), state)
+        state = decision.state
+        assert bool(decision.unloads) == (cycle == 3)
+    assert state["unloadConditionHitCount"] == 0  # reset after a cycle with decisions
+
+
+def test_transfer_with_a_swap_when_the_next_bundle_would_overshoot():
+    # std 0.4 > 0.25; target = 60 MiB/s × (0.9 - 0.1) / 2 / 0.9 = 26.7 MiB/s. ns/1 (10) fits; ns/2
+    # (20) would overshoot: swapping ns/b1 (5) back leaves a at 35 and b at 30 MiB/s (b ≤ a and
+    # a < 0.75 × 60), so the swap goes first, then ns/2; ns/3 is the last one and stays.
+    decision = shed(two_brokers(), PulsarConfig(), READY)
+    moves = [(u.bundle, u.source, u.destination) for u in decision.unloads]
+    assert moves == [("ns/1", "a", "b"), ("ns/b1", "b", "a"), ("ns/2", "a", "b")]
+    assert decision.reason == Reason.OVERLOADED
+    assert decision.state["recentlyUnloadedBrokers"] == {"a": NOW, "b": NOW}
+
+
+def test_without_transfer_there_is_no_swap_and_no_destination():
+    config = PulsarConfig.from_keys({"loadBalancerTransferEnabled": False})
+    decision = shed(two_brokers(), config, READY)
+    assert [(u.bundle, u.destination) for u in decision.unloads] == [("ns/1", None)]
+
+
+def test_a_broker_with_one_top_bundle_has_nothing_to_give():
+    a = broker("a", 0.9, [("ns/1", 10)])
+    b = broker("b", 0.1, [("ns/b1", 5)])
+    snap = ClusterSnapshot(NOW, {"a": a, "b": b}, {})
+    decision = shed(snap, PulsarConfig(), READY)
+    assert decision.unloads == ()
+    assert decision.reason == Reason.NO_BUNDLES
+
+
+def test_recently_unloaded_broker_holds_the_cycle_back():
+    state = {**READY, "recentlyUnloadedBrokers": {"a": NOW - 60}}
+    assert shed(two_brokers(), PulsarConfig(), state).reason == Reason.COOL_DOWN
+    later = {**READY, "recentlyUnloadedBrokers": {"a": NOW - 181}}
+    decision = shed(two_brokers(), PulsarConfig(), later)
+    assert decision.unloads
+
+
+def test_stale_load_data_is_left_out():
+    snap = two_brokers(updated=NOW - 1801)
+    decision = shed(snap, PulsarConfig(), READY)
+    assert decision.unloads == ()
+    assert ("a", Reason.NO_LOAD_DATA) in {(s.name, s.reason) for s in decision.skipped}
+
+
+def test_balanced_cluster_resets_the_hit_count():
+    a = broker("a", 0.5, [("ns/1", 10), ("ns/2", 10)])
+    b = broker("b", 0.45, [("ns/3", 10), ("ns/4", 10)])
+    decision = shed(ClusterSnapshot(NOW, {"a": a, "b": b}, {}), PulsarConfig(), READY)
+    assert decision.state["unloadConditionHitCount"] == 0
+    assert decision.reason == Reason.BALANCED
+
+
+def test_load_ema_is_computed_from_resources_when_not_reported():
+    brokers = {
+        n: BrokerLoad(n, cpu=ResourceUsage(c, 100), rates=MessageRates(0, 0, 1e6, 0))
+        for n, c in (("a", 80), ("b", 20))
+    }
+    snap = ClusterSnapshot(NOW, brokers, {})
+    first = shed(snap, PulsarConfig(), {})
+    assert first.state["brokerLoadData"]["a"]["weightedMaxEMA"] == pytest.approx(0.8)
+    later = ClusterSnapshot(
+        NOW,
+        {
+            **brokers,
+            "a": BrokerLoad("a", cpu=ResourceUsage(0, 100), rates=MessageRates(0, 0, 1e6, 0)),
+        },
+        {},
+    )
+    second = shed(later, PulsarConfig(), first.state)
+    assert second.state["brokerLoadData"]["a"]["weightedMaxEMA"] == pytest.approx(0.72)
+
+
+def test_anti_affinity_bundles_stay_unless_policies_shedding_is_enabled():
+    from balancer.snapshot import NamespacePolicy
+
+    snap = two_brokers()
+    grouped = ClusterSnapshot(NOW, snap.brokers, snap.bundles, {"ns": NamespacePolicy("ns", "g")})
+    assert shed(grouped, PulsarConfig(), READY).unloads == ()
+    config = PulsarConfig.from_keys({"loadBalancerSheddingBundlesWithPoliciesEnabled": True})
+    assert shed(grouped, config, READY).unloads
