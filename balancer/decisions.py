@@ -37,6 +37,9 @@ class Reason(StrEnum):
     NO_TARGET = "NoTarget"
     ROUND_ROBIN = "RoundRobin"
     HINT = "Hint"
+    NOT_OWNER = "NotOwner"
+    DRAIN = "Drain"
+    BROKER_LOST = "BrokerLost"
     INTENDED_DESTINATION = "IntendedDestination"
     ADMIN = "Admin"
 

@@ -123,6 +123,12 @@ FULCRUM_HISTORY_DIR = Path(os.environ.get("FULCRUM_HISTORY_DIR", VAR_DIR / "hist
 FULCRUM_REPORTS_DIR = Path(os.environ.get("FULCRUM_REPORTS_DIR", VAR_DIR / "reports"))
 # Exported load reports are kept this long in the database (the Parquet history keeps them all).
 FULCRUM_REPORT_RETENTION_S = float(os.environ.get("FULCRUM_REPORT_RETENTION_S", str(6 * 3600)))
+# Safety rules on top of every strategy: a moved bundle stays put this long; at most this many
+# unloads per hour cluster-wide (0: no limit); bundles or namespaces matching these shell
+# patterns (comma-separated) never move.
+FULCRUM_BUNDLE_COOL_DOWN_S = float(os.environ.get("FULCRUM_BUNDLE_COOL_DOWN_S", "60"))
+FULCRUM_MAX_MOVES_PER_HOUR = int(os.environ.get("FULCRUM_MAX_MOVES_PER_HOUR", "0"))
+FULCRUM_BLACKLIST = [p for p in os.environ.get("FULCRUM_BLACKLIST", "").split(",") if p]
 # A broker that has not reported for this long is left out of balancing decisions.
 FULCRUM_BROKER_TIMEOUT_S = float(os.environ.get("FULCRUM_BROKER_TIMEOUT_S", "60"))
 

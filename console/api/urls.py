@@ -8,6 +8,7 @@ from console.api import viewsets
 router = DefaultRouter()
 router.register("load-reports", viewsets.LoadReportViewSet, basename="loadreport")
 router.register("bundles", viewsets.BundleViewSet, basename="bundle")
+router.register("brokers", viewsets.BrokerViewSet, basename="broker")
 router.register("decisions", viewsets.DecisionViewSet, basename="decision")
 router.register("audit", viewsets.AuditEventViewSet, basename="auditevent")
 router.register("reports", viewsets.ReportRunViewSet, basename="reportrun")

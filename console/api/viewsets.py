@@ -25,7 +25,7 @@ from console.api.serializers import (
     UnloadOutput,
 )
 from console.models import AuditEvent, Bundle, Decision, ReportRun
-from console.services import bundle_lookup, bundle_unload, load_report_ingest
+from console.services import broker_state_set, bundle_lookup, bundle_unload, load_report_ingest
 from console.services.reports import report_run_request
 
 
@@ -90,6 +90,25 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
     def unload(self, request: Request, pk: Any = None) -> Response:
         bundle = self.get_object()
         return Response(UnloadOutput(bundle_unload(bundle.name, actor=request.user)).data)
+
+
+class BrokerViewSet(viewsets.GenericViewSet):
+    """Broker life cycle for operators: drain (bundles move away, then drained) and activate."""
+
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+
+    @extend_schema(request=None, responses=dict)
+    @action(detail=True, methods=["post"], permission_classes=[IsOperator])
+    def drain(self, request: Request, name: str = "") -> Response:
+        broker = broker_state_set(name, "draining", actor=request.user)
+        return Response({"broker": broker.name, "state": broker.state})
+
+    @extend_schema(request=None, responses=dict)
+    @action(detail=True, methods=["post"], permission_classes=[IsOperator])
+    def activate(self, request: Request, name: str = "") -> Response:
+        broker = broker_state_set(name, "active", actor=request.user)
+        return Response({"broker": broker.name, "state": broker.state})
 
 
 class DecisionViewSet(viewsets.ReadOnlyModelViewSet):

@@ -9,19 +9,22 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from balancer import bundles as bundle_ops
-from balancer.decisions import Placement, Reason, SheddingDecision
+from balancer.decisions import Placement, Reason, SheddingDecision, Unload
 from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
 from balancer.placement.place import place
 from balancer.registry import get_placement_strategy, get_shedder
+from balancer.safety import SafetyConfig, drain_unloads, lost_brokers, screen_unloads
 from balancer.snapshot import ClusterSnapshot
 from balancer.stats import imbalance
 from console import realtime, selectors
@@ -52,6 +55,7 @@ def _place_all(
     actor: AbstractBaseUser | None,
     why: str,
     sources: dict[str, str] | None = None,
+    exclude: set[str] | None = None,
 ) -> list[Placement]:
     """Place unowned bundles one after the other; each sees the ones placed before it.
 
@@ -67,10 +71,11 @@ def _place_all(
     usage = _usage(snapshot)
     placements = []
     brokers = {b.name: b for b in Broker.objects.all()}
-    active = [n for n, b in snapshot.brokers.items() if b.is_active]
+    active = [n for n, b in snapshot.brokers.items() if b.is_active and n not in (exclude or ())]
     for name in names:
         source = (sources or {}).get(name)
-        candidates = [n for n in active if n != source] if source and len(active) > 1 else None
+        others = [n for n in active if n != source]
+        candidates = others if others else active
         placement = place(snapshot, name, pulsar, state, candidates, strategy=strategy)
         state = placement.state
         placements.append(placement)
@@ -258,11 +263,109 @@ def _fill_load_after(snapshot: ClusterSnapshot, now: datetime) -> None:
         event.save(update_fields=["load_after"])
 
 
-def shedding_tick_run(*, now: datetime | None = None, lock_ttl_s: float = 60) -> Decision | None:
-    """One shedding cycle, cluster-wide: run the configured shedder on a fresh snapshot, apply
-    its unloads, place the unloaded bundles, record everything.
+def _safety() -> SafetyConfig:
+    return SafetyConfig(
+        bundle_cool_down_s=settings.FULCRUM_BUNDLE_COOL_DOWN_S,
+        max_moves_per_hour=settings.FULCRUM_MAX_MOVES_PER_HOUR,
+        blacklist=tuple(settings.FULCRUM_BLACKLIST),
+        broker_timeout_s=settings.FULCRUM_BROKER_TIMEOUT_S,
+    )
 
-    Returns None, doing nothing, when another tick holds the lock or shedding is disabled.
+
+def _last_reports() -> dict[str, float | None]:
+    return {
+        b.name: b.latest_report.reported_at.timestamp() if b.latest_report else None
+        for b in Broker.objects.select_related("latest_report")
+    }
+
+
+def _apply_unloads(
+    unloads: list[Unload],
+    *,
+    decision: Decision,
+    now: datetime,
+    usage: dict[str, float],
+    why: Callable[[Unload], str],
+    exclude: set[str],
+) -> None:
+    """Unload, then place each bundle elsewhere (never on its source or an excluded broker)."""
+    unloaded = []
+    for unload in unloads:
+        bundle = _bundle_by_name(unload.bundle)
+        if bundle.owner is None or bundle.owner.name != unload.source:
+            continue  # ownership changed since the snapshot; never unload from a non-owner
+        _unload(bundle, now=now, actor=None, reason=why(unload), usage=usage, decision=decision)
+        unloaded.append(unload.bundle)
+    if not unloaded:
+        return
+    placements = _place_all(
+        selectors.cluster_snapshot_get(now=now),
+        unloaded,
+        now=now,
+        actor=None,
+        why=f"{decision.strategy} unload",
+        sources={u.bundle: u.source for u in unloads},
+        exclude=exclude,
+    )
+    destinations = {p.bundle: p.broker for p in placements}
+    for event in AuditEvent.objects.filter(decision=decision, action=AuditEvent.Action.UNLOAD):
+        event.destination = destinations.get(event.target) or ""
+        event.save(update_fields=["destination"])
+
+
+def _broker_lifecycle(
+    snapshot: ClusterSnapshot, now: datetime, usage: dict[str, float], safety: SafetyConfig
+) -> set[str]:
+    """Re-place the bundles of lost brokers and drain draining ones; returns the lost brokers."""
+    lost = set(lost_brokers(snapshot, _last_reports(), safety))
+    unloads = [
+        Unload(b.name, b.owner, None, Reason.BROKER_LOST, b.short_term.throughput)
+        for b in snapshot.bundles.values()
+        if b.owner in lost
+    ] + [u for u in drain_unloads(snapshot) if u.source not in lost]
+    if unloads:
+        decision = Decision.objects.create(
+            at=now,
+            kind=Decision.Kind.SHED,
+            strategy="lifecycle",
+            reason=str(unloads[0].reason),
+            summary=f"re-place {len(unloads)} bundle(s) of "
+            + ", ".join(sorted({u.source for u in unloads})),
+            details={"lost": sorted(lost), "unloads": [u.as_dict() for u in unloads]},
+        )
+        _apply_unloads(
+            unloads,
+            decision=decision,
+            now=now,
+            usage=usage,
+            why=lambda u: (
+                f"broker {u.source} sent no load report for {safety.broker_timeout_s:g} s"
+                if u.reason == Reason.BROKER_LOST
+                else f"broker {u.source} is draining"
+            ),
+            exclude=lost,
+        )
+    for broker in Broker.objects.filter(state=Broker.State.DRAINING):
+        if not broker.bundles.exists():
+            broker.state = Broker.State.DRAINED
+            broker.save(update_fields=["state"])
+            AuditEvent.objects.create(
+                at=now,
+                action=AuditEvent.Action.DRAIN,
+                target=broker.name,
+                source=broker.name,
+                reason="drain complete: no bundles left",
+            )
+    return lost
+
+
+def shedding_tick_run(*, now: datetime | None = None, lock_ttl_s: float = 60) -> Decision | None:
+    """One shedding cycle, cluster-wide: re-place the bundles of lost and draining brokers, run
+    the configured shedder on a fresh snapshot, screen its unloads through the safety rules,
+    apply them, place the unloaded bundles, and record everything.
+
+    Returns the shedding decision; None, doing nothing more, when another tick holds the lock
+    or shedding is disabled.
     """
     now = now or timezone.now()
     if not _claim_tick(now, lock_ttl_s):
@@ -271,6 +374,7 @@ def shedding_tick_run(*, now: datetime | None = None, lock_ttl_s: float = 60) ->
     try:
         with transaction.atomic():
             config = selectors.balancer_config_get()
+            safety = _safety()
             snapshot = selectors.cluster_snapshot_get(now=now)
             _fill_load_after(snapshot, now)
             usage = _usage(snapshot)
@@ -282,54 +386,41 @@ def shedding_tick_run(*, now: datetime | None = None, lock_ttl_s: float = 60) ->
             realtime.publish(
                 realtime.CV_SAMPLED, {"at": now.isoformat(), "cv": sample.cv, "mean": spread.mean}
             )
-            if not config.is_shedding_enabled or len(snapshot.brokers) < 2:
+            lost = _broker_lifecycle(snapshot, now, usage, safety)
+            if not config.is_shedding_enabled or len(snapshot.brokers) - len(lost) < 2:
                 return None
+            snapshot = selectors.cluster_snapshot_get(now=now)
             name, shedder = get_shedder(config.shedder)
             result: SheddingDecision = shedder(
                 snapshot, selectors.pulsar_config_get(config), dict(config.state.get(name, {}))
             )
             config.state = {**config.state, name: result.state}
             config.save(update_fields=["state"])
+            moves = dict(snapshot.recently_unloaded)
+            kept, refused = screen_unloads(
+                [u for u in result.unloads if u.source not in lost], snapshot, moves, safety
+            )
             decision = Decision.objects.create(
                 at=now,
                 kind=Decision.Kind.SHED,
                 strategy=name,
                 reason=str(result.reason),
-                summary=_summary(result),
-                details=result.as_dict() | {"cv": spread.cv},
+                summary=_summary(result, kept),
+                details=result.as_dict()
+                | {"cv": spread.cv, "refused": [r.as_dict() for r in refused]},
             )
-            unloaded = []
-            for unload in result.unloads:
-                bundle = _bundle_by_name(unload.bundle)
-                if bundle.owner is None or bundle.owner.name != unload.source:
-                    continue  # ownership changed since the snapshot; never unload from a non-owner
-                _unload(
-                    bundle,
-                    now=now,
-                    actor=None,
-                    reason=f"{result.strategy} {unload.reason}: {unload.load / 1048576:.1f} MiB/s "
-                    f"from {unload.source} at {usage[unload.source]:.1%} "
-                    f"(mean {result.stats.get('avgUsage', 0):.1%})",
-                    usage=usage,
-                    decision=decision,
-                )
-                unloaded.append(unload.bundle)
-            if unloaded:
-                after = selectors.cluster_snapshot_get(now=now)
-                placements = _place_all(
-                    after,
-                    unloaded,
-                    now=now,
-                    actor=None,
-                    why=f"{name} unload",
-                    sources={u.bundle: u.source for u in result.unloads},
-                )
-                for event in AuditEvent.objects.filter(
-                    decision=decision, action=AuditEvent.Action.UNLOAD
-                ):
-                    dest = next((p.broker for p in placements if p.bundle == event.target), None)
-                    event.destination = dest or ""
-                    event.save(update_fields=["destination"])
+            _apply_unloads(
+                kept,
+                decision=decision,
+                now=now,
+                usage=usage,
+                why=lambda u: (
+                    f"{result.strategy} {u.reason}: {u.load / 1048576:.1f} MiB/s "
+                    f"from {u.source} at {usage[u.source]:.1%} "
+                    f"(mean {result.stats.get('avgUsage', spread.mean):.1%})"
+                ),
+                exclude=lost,
+            )
             realtime.publish(
                 realtime.DECISION_MADE,
                 {
@@ -345,11 +436,57 @@ def shedding_tick_run(*, now: datetime | None = None, lock_ttl_s: float = 60) ->
         _release_tick(now)
 
 
-def _summary(result: SheddingDecision) -> str:
-    if result.unloads:
-        return f"unload {len(result.unloads)} bundle(s): " + ", ".join(
-            f"{u.bundle} from {u.source}" for u in result.unloads
+def _summary(result: SheddingDecision, kept: list[Unload]) -> str:
+    if kept:
+        refused = len(result.unloads) - len(kept)
+        return (
+            f"unload {len(kept)} bundle(s): "
+            + ", ".join(f"{u.bundle} from {u.source}" for u in kept)
+            + (f" ({refused} refused by the safety rules)" if refused else "")
         )
+    if result.unloads:
+        return f"{len(result.unloads)} unload(s) proposed, all refused by the safety rules"
     if result.reason == Reason.BALANCED:
         return "balanced: no broker above mean + threshold"
     return str(result.reason)
+
+
+def broker_state_set(
+    broker_name: str, state: str, *, actor: AbstractBaseUser, now: datetime | None = None
+) -> Broker:
+    """An operator drains a broker (its bundles move away at the next tick, then it is drained)
+    or activates it again. Idempotent; audited.
+
+    Raises:
+        ConsoleError: 404 unknown broker; 400 for a state other than draining or active; 409 when
+            draining would leave no active broker.
+    """
+    now = now or timezone.now()
+    if state not in (Broker.State.DRAINING, Broker.State.ACTIVE):
+        raise ConsoleError("state must be draining or active", field="state")
+    with transaction.atomic():
+        try:
+            broker = Broker.objects.select_for_update().get(name=broker_name)
+        except Broker.DoesNotExist:
+            raise ConsoleError(
+                f"unknown broker {broker_name!r}", status=404, field="broker"
+            ) from None
+        if broker.state == state:
+            return broker
+        others = Broker.objects.filter(state=Broker.State.ACTIVE).exclude(pk=broker.pk)
+        if state == Broker.State.DRAINING and not others.exists():
+            raise ConsoleError(
+                f"draining {broker_name} would leave no active broker", status=409, field="broker"
+            )
+        previous = broker.state
+        broker.state = state
+        broker.save(update_fields=["state"])
+        AuditEvent.objects.create(
+            at=now,
+            actor=actor,
+            action=AuditEvent.Action.DRAIN,
+            target=broker.name,
+            source=broker.name,
+            reason=f"operator set {previous} -> {state}",
+        )
+    return broker

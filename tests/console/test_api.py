@@ -83,3 +83,13 @@ def test_decisions_and_audit_are_listed(owned, operator_client):
 def test_openapi_schema_is_served(operator_client):
     response = operator_client.get("/api/schema/")
     assert response.status_code == 200
+
+
+def test_operators_drain_and_activate_brokers_through_the_api(owned, operator_client, viewer):
+    response = operator_client.post("/api/brokers/broker-2/drain/")
+    assert response.json() == {"broker": "broker-2", "state": "draining"}
+    assert operator_client.post("/api/brokers/broker-2/activate/").json()["state"] == "active"
+    assert operator_client.post("/api/brokers/ghost/drain/").status_code == 404
+    client = APIClient()
+    client.force_authenticate(viewer)
+    assert client.post("/api/brokers/broker-2/drain/").status_code == 403

@@ -168,3 +168,81 @@ def test_placement_strategy_is_read_from_the_config_and_its_state_persists(clust
     assert decision.strategy == "LeastResourceUsageWithWeight"
     history = balancer_config_get().state["LeastResourceUsageWithWeight"]
     assert set(history["brokerAvgResourceUsageWithWeight"]) == {"broker-1", "broker-2", "broker-3"}
+
+
+def test_a_silent_broker_loses_its_bundles_to_the_others(cluster):
+    own_all(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
+    stale = NOW - timedelta(seconds=120)
+    ingest(report("broker-1", 20, bundles=names_of("broker-1"), timestamp=stale.timestamp()))
+    for name in ("broker-2", "broker-3"):
+        ingest(report(name, 20, bundles=names_of(name), timestamp=NOW.timestamp()))
+    lost_bundles = names_of("broker-1")
+    shedding_tick_run(now=NOW)
+    assert names_of("broker-1") == []
+    events = AuditEvent.objects.filter(action="unload", source="broker-1")
+    assert {e.target for e in events} == set(lost_bundles)
+    assert all("sent no load report" in e.reason for e in events)
+    assert all(e.destination in {"broker-2", "broker-3"} for e in events)
+
+
+def test_draining_moves_every_bundle_then_the_broker_is_drained(cluster, operator):
+    from console.services import broker_state_set
+
+    own_all(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
+    for name in ("broker-1", "broker-2", "broker-3"):
+        ingest(report(name, 20, bundles=names_of(name), timestamp=NOW.timestamp()))
+    broker_state_set("broker-2", "draining", actor=operator, now=NOW)
+    shedding_tick_run(now=NOW)
+    assert names_of("broker-2") == []
+    shedding_tick_run(now=NOW + timedelta(seconds=10))
+    assert Broker.objects.get(name="broker-2").state == "drained"
+    assert (
+        AuditEvent.objects.filter(action="drain", reason__startswith="drain complete").count() == 1
+    )
+
+
+def test_draining_the_last_active_broker_is_refused(cluster, operator):
+    from console.services import broker_state_set
+
+    broker_state_set("broker-1", "draining", actor=operator)
+    broker_state_set("broker-2", "draining", actor=operator)
+    with pytest.raises(ConsoleError) as err:
+        broker_state_set("broker-3", "draining", actor=operator)
+    assert err.value.status == 409
+    assert broker_state_set("broker-1", "active", actor=operator).state == "active"
+
+
+def test_safety_rules_refuse_unloads_and_say_why(cluster, settings):
+    settings.FULCRUM_BLACKLIST = ["acme/*"]
+    own_all(lambda i: "broker-1" if i < 6 else ("broker-2" if i < 7 else "broker-3"))
+    ingest(
+        report(
+            "broker-1",
+            90,
+            bundles=names_of("broker-1"),
+            throughput_mib=480,
+            timestamp=NOW.timestamp(),
+        )
+    )
+    ingest(
+        report(
+            "broker-2",
+            10,
+            bundles=names_of("broker-2"),
+            throughput_mib=80,
+            timestamp=NOW.timestamp(),
+        )
+    )
+    ingest(
+        report(
+            "broker-3",
+            10,
+            bundles=names_of("broker-3"),
+            throughput_mib=80,
+            timestamp=NOW.timestamp(),
+        )
+    )
+    decision = shedding_tick_run(now=NOW)
+    assert AuditEvent.objects.filter(action="unload").count() == 0
+    assert {r["reason"] for r in decision.details["refused"]} == {"Blacklisted"}
+    assert "refused by the safety rules" in decision.summary
