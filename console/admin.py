@@ -8,9 +8,20 @@ from django import forms
 from django.contrib import admin
 
 from balancer.config import PulsarConfig
-from balancer.errors import BalancerError
-from balancer.registry import get_placement_strategy, get_shedder, get_split_algorithm
+from balancer.errors import BalancerError, UnknownStrategy
+from balancer.placement.selection import SELECTORS
+from balancer.registry import SHEDDERS, get_placement_strategy, get_shedder, get_split_algorithm
 from console.models import AuditEvent, BalancerConfig, Broker, Decision, Namespace
+
+# The console balances bundles: Danube's strategies move topics and are for the CLI only.
+CONSOLE_SHEDDERS = tuple(n for n in SHEDDERS if n != "danube")
+CONSOLE_PLACEMENT = tuple(SELECTORS)
+
+
+def _console_only(name: str, allowed: tuple[str, ...], field: str) -> str:
+    if name not in allowed:
+        raise UnknownStrategy(name, available=allowed, field=field)
+    return name
 
 
 class BalancerConfigForm(forms.ModelForm):
@@ -18,13 +29,23 @@ class BalancerConfigForm(forms.ModelForm):
 
     class Meta:
         model = BalancerConfig
-        fields = ["shedder", "placement", "split_algorithm", "parameters", "is_shedding_enabled"]
+        fields = [
+            "shedder",
+            "placement",
+            "split_algorithm",
+            "parameters",
+            "is_shedding_enabled",
+            "is_auto_split_enabled",
+        ]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         checks = (
-            ("shedder", lambda v: get_shedder(v)[0]),
-            ("placement", get_placement_strategy),
+            ("shedder", lambda v: _console_only(get_shedder(v)[0], CONSOLE_SHEDDERS, "shedder")),
+            (
+                "placement",
+                lambda v: _console_only(get_placement_strategy(v), CONSOLE_PLACEMENT, "placement"),
+            ),
             ("split_algorithm", lambda v: get_split_algorithm(v)[0]),
         )
         for field, canonical in checks:

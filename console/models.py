@@ -183,6 +183,7 @@ class BalancerConfig(models.Model):
         default=dict
     )  # Pulsar keys, e.g. {"loadBalancerBrokerThresholdShedderPercentage": 10}
     is_shedding_enabled = models.BooleanField(default=True)
+    is_auto_split_enabled = models.BooleanField(default=False)
     state = models.JSONField(default=dict)  # strategy name -> what it remembers between cycles
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view, permission_classes
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -25,7 +25,13 @@ from console.api.serializers import (
     UnloadOutput,
 )
 from console.models import AuditEvent, Bundle, Decision, ReportRun
-from console.services import broker_state_set, bundle_lookup, bundle_unload, load_report_ingest
+from console.services import (
+    broker_state_set,
+    bundle_lookup,
+    bundle_split,
+    bundle_unload,
+    load_report_ingest,
+)
 from console.services.reports import report_run_request
 
 
@@ -91,6 +97,20 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
         bundle = self.get_object()
         return Response(UnloadOutput(bundle_unload(bundle.name, actor=request.user)).data)
 
+    @extend_schema(request=None, responses=dict)
+    @action(detail=True, methods=["post"], permission_classes=[IsOperator])
+    def split(self, request: Request, pk: Any = None) -> Response:
+        bundle = self.get_object()
+        params = SplitInput(data=request.data)
+        params.is_valid(raise_exception=True)
+        result = bundle_split(
+            bundle.name,
+            actor=request.user,
+            algorithm=params.validated_data.get("algorithm"),
+            positions=params.validated_data.get("positions"),
+        )
+        return Response(result)
+
 
 class BrokerViewSet(viewsets.GenericViewSet):
     """Broker life cycle for operators: drain (bundles move away, then drained) and activate."""
@@ -109,6 +129,17 @@ class BrokerViewSet(viewsets.GenericViewSet):
     def activate(self, request: Request, name: str = "") -> Response:
         broker = broker_state_set(name, "active", actor=request.user)
         return Response({"broker": broker.name, "state": broker.state})
+
+
+class SplitInput(serializers.Serializer):
+    algorithm = serializers.CharField(required=False)
+    positions = serializers.ListField(child=serializers.CharField(), required=False)
+
+    def validate_positions(self, value: list[str]) -> list[int]:
+        try:
+            return [int(v, 16) for v in value]
+        except ValueError:
+            raise serializers.ValidationError("positions are hashes such as 0x40000000") from None
 
 
 class DecisionViewSet(viewsets.ReadOnlyModelViewSet):

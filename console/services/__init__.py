@@ -3,6 +3,7 @@
 from console.services.balancing import (
     broker_state_set,
     bundle_lookup,
+    bundle_split,
     bundle_unload,
     shedding_tick_run,
 )
@@ -13,6 +14,7 @@ __all__ = [
     "ConsoleError",
     "broker_state_set",
     "bundle_lookup",
+    "bundle_split",
     "bundle_unload",
     "load_report_ingest",
     "shedding_tick_run",

@@ -6,6 +6,7 @@ action, then publishes the change after commit.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
@@ -19,13 +20,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from balancer import bundles as bundle_ops
+from balancer.bundles import split_boundaries
 from balancer.decisions import Placement, Reason, SheddingDecision, Unload
-from balancer.errors import BalancerError
+from balancer.errors import BalancerError, ImpossibleSplit
 from balancer.hashing import format_hash, topic_hash
 from balancer.placement.place import place
-from balancer.registry import get_placement_strategy, get_shedder
+from balancer.registry import get_placement_strategy, get_shedder, get_split_algorithm
 from balancer.safety import SafetyConfig, drain_unloads, lost_brokers, screen_unloads
 from balancer.snapshot import ClusterSnapshot
+from balancer.splitting.algorithms import TopicLoad
+from balancer.splitting.conditions import split_check
 from balancer.stats import imbalance
 from console import realtime, selectors
 from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision, Namespace, TickLock
@@ -387,6 +391,8 @@ def shedding_tick_run(*, now: datetime | None = None, lock_ttl_s: float = 60) ->
                 realtime.CV_SAMPLED, {"at": now.isoformat(), "cv": sample.cv, "mean": spread.mean}
             )
             lost = _broker_lifecycle(snapshot, now, usage, safety)
+            if config.is_auto_split_enabled:
+                auto_split_run(selectors.cluster_snapshot_get(now=now), now=now)
             if not config.is_shedding_enabled or len(snapshot.brokers) - len(lost) < 2:
                 return None
             snapshot = selectors.cluster_snapshot_get(now=now)
@@ -490,3 +496,110 @@ def broker_state_set(
             reason=f"operator set {previous} -> {state}",
         )
     return broker
+
+
+SPLIT_ALGORITHMS_WITHOUT_TOPICS = ("range_equally_divide", "specified_positions_divide")
+
+
+def bundle_split(
+    bundle_name: str,
+    *,
+    actor: AbstractBaseUser | None,
+    algorithm: str | None = None,
+    positions: list[int] | None = None,
+    reason: str = "operator split",
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Cut a bundle at the algorithm's boundaries; the children are unowned (Pulsar's
+    ``loadBalancerAutoUnloadSplitBundlesEnabled``) and placed at once. Audited.
+
+    Raises:
+        ConsoleError: 404 unknown bundle; 400 for an algorithm that needs per-topic stats (load
+            reports carry bundle totals only) or missing positions; 409 when the algorithm finds
+            no boundary or the bundle cannot be cut there.
+    """
+    now = now or timezone.now()
+    config = selectors.balancer_config_get()
+    name = get_split_algorithm(algorithm or config.split_algorithm)[0]
+    if name not in SPLIT_ALGORITHMS_WITHOUT_TOPICS:
+        raise ConsoleError(
+            f"{name} needs per-topic hashes and rates, which load reports do not carry; "
+            f"use one of {', '.join(SPLIT_ALGORITHMS_WITHOUT_TOPICS)}",
+            field="algorithm",
+        )
+    _, split_at = get_split_algorithm(name)
+    with transaction.atomic():
+        bundle = _bundle_by_name(bundle_name)
+        bundle = (
+            Bundle.objects.select_for_update()
+            .select_related("namespace", "owner")
+            .get(pk=bundle.pk)
+        )
+        value = bundle.value
+        try:
+            # Reports carry the bundle's topic count, not its topics: stand-ins keep the count
+            # (specified_positions_divide cuts only a bundle with two topics or more).
+            stand_in = [TopicLoad("", value.range.lower)] * bundle.topics
+            cuts = split_at(value.range, stand_in, positions, selectors.pulsar_config_get(config))
+        except BalancerError as exc:
+            raise ConsoleError(exc.message, field=exc.field or "positions") from None
+        if not cuts:
+            raise ConsoleError(
+                f"{name} finds no boundary inside {bundle_name}", status=409, field="bundle"
+            )
+        namespace = bundle.namespace
+        rows = list(namespace.bundles.order_by("lower"))
+        boundaries = [r.lower for r in rows] + [rows[-1].upper]
+        try:
+            new = split_boundaries(boundaries, value.range, cuts)
+        except ImpossibleSplit as exc:
+            raise ConsoleError(exc.message, status=409, field="bundle") from None
+        source = bundle.owner.name if bundle.owner else ""
+        points = [p for p in new if value.range.lower <= p <= value.range.upper]
+        bundle.delete()
+        children = [
+            Bundle.objects.create(namespace=namespace, lower=a, upper=b, last_unloaded_at=now)
+            for a, b in itertools.pairwise(points)
+        ]
+        snapshot = selectors.cluster_snapshot_get(now=now)
+        AuditEvent.objects.create(
+            at=now,
+            actor=actor,
+            action=AuditEvent.Action.SPLIT,
+            target=bundle_name,
+            source=source,
+            reason=f"{reason}; {name} at " + ", ".join(format_hash(c) for c in sorted(cuts)),
+            load_before=_load_figures(_usage(snapshot), source),
+        )
+        placements = _place_all(
+            snapshot,
+            [c.name for c in children],
+            now=now,
+            actor=actor,
+            why=f"child of split {bundle_name}",
+        )
+    return {
+        "bundle": bundle_name,
+        "boundaries": [format_hash(c) for c in sorted(cuts)],
+        "children": {p.bundle: p.broker for p in placements},
+    }
+
+
+def auto_split_run(snapshot: ClusterSnapshot, *, now: datetime) -> list[dict[str, Any]]:
+    """Split every bundle over the auto-split limits (Pulsar's BundleSplitterTask), with the
+    configured algorithm; a split that cannot be made is logged and skipped."""
+    results = []
+    for candidate in split_check(snapshot, selectors.pulsar_config_get()):
+        try:
+            results.append(
+                bundle_split(
+                    candidate.bundle,
+                    actor=None,
+                    reason=f"auto-split: {candidate.reason} "
+                    f"{candidate.value:g} > {candidate.limit:g}",
+                    now=now,
+                )
+            )
+        except ConsoleError as exc:
+            log.warning("auto-split of %s skipped: %s", candidate.bundle, exc.message)
+    return results

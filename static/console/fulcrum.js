@@ -105,6 +105,23 @@ const Fulcrum = (() => {
         }
       });
     });
+    document.querySelectorAll("button.split").forEach((button) => {
+      button.addEventListener("click", async () => {
+        const name = button.dataset.name;
+        if (!confirm(`Split bundle ${name} with the configured split algorithm?\nBoth halves are unloaded and placed again.`)) return;
+        button.disabled = true;
+        try {
+          const body = await post(`/api/bundles/${button.dataset.id}/split/`);
+          result.className = "result";
+          result.textContent = `Split ${body.bundle} at ${body.boundaries.join(", ")}; reloading…`;
+          setTimeout(() => location.reload(), 800);
+        } catch (err) {
+          result.className = "result error";
+          result.textContent = `Split refused: ${err.message}`;
+          button.disabled = false;
+        }
+      });
+    });
     on("balancer.bundle_moved", (p) => {
       const row = document.querySelector(`tr[data-bundle="${CSS.escape(p.target)}"]`);
       if (!row) return;

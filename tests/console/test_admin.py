@@ -37,3 +37,10 @@ def test_demo_operator_can_edit_the_config_in_the_admin(db, tmp_path, client):
     assert client.login(username=username, password=password)
     assert client.get("/admin/console/balancerconfig/").status_code == 200
     assert client.get("/admin/console/decision/").status_code == 403
+
+
+def test_console_refuses_topic_level_danube_strategies(db):
+    bad = form(shedder="danube", placement="fair")
+    assert not bad.is_valid()
+    assert "ThresholdShedder" in bad.errors["shedder"][0]
+    assert "LeastLongTermMessageRate" in bad.errors["placement"][0]

@@ -93,3 +93,20 @@ def test_operators_drain_and_activate_brokers_through_the_api(owned, operator_cl
     client = APIClient()
     client.force_authenticate(viewer)
     assert client.post("/api/brokers/broker-2/drain/").status_code == 403
+
+
+def test_operators_split_through_the_api_with_positions(owned, operator_client):
+    bundle = Bundle.objects.select_related("namespace").get(namespace__name="acme/orders", lower=0)
+    bundle.topics = 4
+    bundle.save()
+    response = operator_client.post(
+        f"/api/bundles/{bundle.pk}/split/",
+        {"algorithm": "specified_positions_divide", "positions": ["0x10000000", "0x30000000"]},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["boundaries"] == ["0x10000000", "0x30000000"]
+    bad = operator_client.post(
+        f"/api/bundles/{bundle.pk}/split/", {"positions": ["zz"]}, format="json"
+    )
+    assert bad.status_code in (400, 404)

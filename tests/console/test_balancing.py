@@ -246,3 +246,72 @@ def test_safety_rules_refuse_unloads_and_say_why(cluster, settings):
     assert AuditEvent.objects.filter(action="unload").count() == 0
     assert {r["reason"] for r in decision.details["refused"]} == {"Blacklisted"}
     assert "refused by the safety rules" in decision.summary
+
+
+def test_operator_split_cuts_the_bundle_and_places_both_children(cluster, operator):
+    from console.services import bundle_split
+
+    own_all(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
+    for name in ("broker-1", "broker-2", "broker-3"):
+        ingest(report(name, 20, bundles=names_of(name)))
+    result = bundle_split("acme/orders/0x00000000_0x40000000", actor=operator, now=NOW)
+    assert result["boundaries"] == ["0x20000000"]
+    assert set(result["children"]) == {
+        "acme/orders/0x00000000_0x20000000",
+        "acme/orders/0x20000000_0x40000000",
+    }
+    assert all(result["children"].values())
+    lowers = list(
+        Bundle.objects.filter(namespace__name="acme/orders").values_list("lower", flat=True)
+    )
+    assert sorted(lowers) == [0, 0x20000000, 0x40000000, 0x80000000, 0xC0000000]
+    event = AuditEvent.objects.get(action="split")
+    assert event.actor == operator
+    assert "range_equally_divide at 0x20000000" in event.reason
+
+
+def test_split_refusals_name_the_reason(cluster, operator):
+    from console.services import bundle_split
+
+    with pytest.raises(ConsoleError) as err:
+        bundle_split(
+            "acme/orders/0x00000000_0x40000000",
+            actor=operator,
+            algorithm="flow_or_qps_equally_divide",
+        )
+    assert "per-topic" in err.value.message
+    with pytest.raises(ConsoleError) as err:
+        bundle_split(
+            "acme/orders/0x00000000_0x40000000",
+            actor=operator,
+            algorithm="specified_positions_divide",
+        )
+    assert err.value.field == "positions"
+    with pytest.raises(ConsoleError) as err:  # the bundle has no topics: nothing to divide
+        bundle_split(
+            "acme/orders/0x00000000_0x40000000",
+            actor=operator,
+            algorithm="specified_positions_divide",
+            positions=[0x10000000],
+        )
+    assert err.value.status == 409
+    assert AuditEvent.objects.count() == 0
+
+
+def test_auto_split_runs_in_the_tick_when_enabled(cluster):
+    from console.selectors import balancer_config_get
+
+    config = balancer_config_get()
+    config.is_auto_split_enabled = True
+    config.save()
+    own_all(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
+    hot = Bundle.objects.select_related("namespace").get(namespace__name="acme/orders", lower=0)
+    hot.topics, hot.long_term = 5, {"msgRateIn": 40_000}
+    hot.save()
+    for name in ("broker-1", "broker-2", "broker-3"):
+        ingest(report(name, 20, bundles=names_of(name), timestamp=NOW.timestamp()))
+    shedding_tick_run(now=NOW)
+    event = AuditEvent.objects.get(action="split")
+    assert event.actor is None
+    assert event.reason.startswith("auto-split: MsgRate 40000 > 30000")
+    assert Bundle.objects.filter(namespace__name="acme/orders").count() == 5
