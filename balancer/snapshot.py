@@ -1,14 +1,20 @@
-"""ClusterSnapshot: everything a decision may read, taken at one instant."""
+"""ClusterSnapshot: everything a decision may read, taken at one instant, with the indexes that
+keep a cycle fast at 10,000 brokers and 1,000,000 bundles (built once, at construction)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+import numpy as np
+
 from balancer.errors import InvalidSnapshot
-from balancer.load import BrokerLoad, BundleLoad
+from balancer.load import BrokerLoad, BundleLoad, ResourceWeights
 from balancer.units import Seconds
+
+RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +49,73 @@ class ClusterSnapshot:
     def __post_init__(self) -> None:
         ordered = {name: self.brokers[name] for name in sorted(self.brokers)}
         object.__setattr__(self, "brokers", MappingProxyType(ordered))
+        owner_counts: dict[str, Counter[str]] = {}
+        namespaces_by_owner: dict[str, set[str]] = {}
         for bundle in self.bundles.values():
-            if bundle.owner is not None and bundle.owner not in self.brokers:
+            if bundle.owner is None:
+                continue
+            if bundle.owner not in ordered:
                 raise InvalidSnapshot(
                     f"bundle {bundle.name} is owned by unknown broker {bundle.owner!r}",
                     field=f"bundles[{bundle.name}].owner",
                 )
+            namespace = bundle.name.rsplit("/", 1)[0]
+            owner_counts.setdefault(namespace, Counter())[bundle.owner] += 1
+            namespaces_by_owner.setdefault(bundle.owner, set()).add(namespace)
+        long_term = {}
+        for name, broker in ordered.items():
+            long_term[name] = sum(
+                self.bundles[b].long_term.msg_rate for b in broker.bundles if b in self.bundles
+            )
+        arrays = {
+            r: (
+                np.asarray([getattr(b, r).usage for b in ordered.values()], dtype=np.float32),
+                np.asarray([getattr(b, r).limit for b in ordered.values()], dtype=np.float32),
+            )
+            for r in RESOURCES
+        }
+        object.__setattr__(self, "_owner_counts", owner_counts)
+        object.__setattr__(self, "_namespaces_by_owner", namespaces_by_owner)
+        object.__setattr__(self, "_long_term_rate", long_term)
+        object.__setattr__(self, "_percents", {r: _percent(*arrays[r]) for r in RESOURCES})
+        object.__setattr__(self, "_usage_cache", {})
 
     def owned_bundles(self, broker: str) -> list[BundleLoad]:
         """Bundles whose owner is ``broker`` (by the ownership table, not the broker's report)."""
         return [b for b in self.bundles.values() if b.owner == broker]
+
+    def bundle_counts(self, namespace: str) -> Counter[str]:
+        """Owner -> number of the namespace's bundles it owns."""
+        return self._owner_counts.get(namespace, Counter())  # type: ignore[attr-defined, no-any-return]
+
+    def namespaces_owned_by(self, broker: str) -> set[str]:
+        """Namespaces of which ``broker`` owns at least one bundle."""
+        return self._namespaces_by_owner.get(broker, set())  # type: ignore[attr-defined, no-any-return]
+
+    def long_term_msg_rate(self, broker: str) -> float:
+        """Σ long-term msgRateIn + msgRateOut (msg/s) of the bundles the broker reports."""
+        return self._long_term_rate[broker]  # type: ignore[attr-defined, no-any-return]
+
+    def weighted_usage(self, weights: ResourceWeights) -> dict[str, float]:
+        """Every broker's weighted max usage (fraction), the same figure as
+        ``BrokerLoad.weighted_max_usage``, computed for all brokers at once."""
+        cache = self._usage_cache  # type: ignore[attr-defined]
+        if weights not in cache:
+            p = self._percents  # type: ignore[attr-defined]
+            weighted = (
+                np.max(np.vstack([p[r] * getattr(weights, r) for r in RESOURCES]), axis=0) / 100.0
+            )
+            cache[weights] = dict(zip(self.brokers, weighted.tolist(), strict=True))
+        return cache[weights]  # type: ignore[no-any-return]
+
+    def max_usage(self) -> dict[str, float]:
+        """Every broker's unweighted max of cpu, direct memory and bandwidth in/out (fraction)."""
+        return self.weighted_usage(ResourceWeights(1.0, 0.0, 1.0, 1.0, 1.0))
+
+
+def _percent(usage: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """usage / limit × 100 in float32 (Pulsar's ``percentUsage``), 0 where the limit is ≤ 0;
+    returned as float64 so that the weights multiply in double precision, as in Pulsar."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        percent = (usage / limit) * np.float32(100.0)
+    return np.where(limit > 0, percent, np.float32(0.0)).astype(np.float64)

@@ -71,14 +71,10 @@ def even_distribution(
     Source: Pulsar ``removeMostServicingBrokersForNamespace`` (PULSAR.md §8.4).
     """
     namespace = namespace_of_bundle(bundle)
-    counts: Counter[str] = Counter()
-    for load in snapshot.bundles.values():
-        if (
-            load.owner is not None
-            and load.name != bundle
-            and namespace_of_bundle(load.name) == namespace
-        ):
-            counts[load.owner] += 1
+    counts: Counter[str] = Counter(snapshot.bundle_counts(namespace))
+    own = snapshot.bundles.get(bundle)
+    if own is not None and own.owner is not None:
+        counts[own.owner] -= 1
     for other, broker in preallocated.items():
         owner = snapshot.bundles[other].owner if other in snapshot.bundles else None
         if other != bundle and owner is None and namespace_of_bundle(other) == namespace:
@@ -132,11 +128,9 @@ def anti_affinity(
         for name, ns in snapshot.namespaces.items()
         if (ns.anti_affinity_group or "").strip().lower() == group
     }
-    owned: dict[str, set[str]] = {}
-    for load in snapshot.bundles.values():
-        ns = namespace_of_bundle(load.name)
-        if load.owner is not None and ns in members:
-            owned.setdefault(load.owner, set()).add(ns)
+    owned: dict[str, set[str]] = {
+        name: snapshot.namespaces_owned_by(name) & members for name in candidates
+    }
     for other, broker in preallocated.items():
         ns = namespace_of_bundle(other)
         if ns in members:

@@ -64,7 +64,7 @@ def place(
         )
     if all(score == float("inf") for score in scores.values()):
         reason = Reason.ALL_OVERLOADED
-    if snapshot.brokers[broker].max_resource_usage() > config.overloaded_threshold_fraction:
+    if snapshot.max_usage()[broker] > config.overloaded_threshold_fraction:
         broker, scores = select(snapshot, allowed, config, preallocated, state, bundle)
         reason = Reason.RESELECTED_OVERLOADED
     assert broker is not None  # allowed ⊇ kept, which was not empty

@@ -9,7 +9,6 @@ from dataclasses import replace
 from typing import Any, Final
 
 from balancer.config import PulsarConfig
-from balancer.load import ResourceWeights
 from balancer.snapshot import ClusterSnapshot
 
 
@@ -36,22 +35,18 @@ def least_long_term_message_rate(
     """
     if not candidates:
         return None, {}
-    weights: ResourceWeights = config.weights
+    usage = snapshot.weighted_usage(config.weights)
+    extra: dict[str, float] = {}
+    for bundle_name, owner in preallocated.items():
+        if bundle_name in snapshot.bundles:
+            load = snapshot.bundles[bundle_name].long_term.msg_rate
+            extra[owner] = extra.get(owner, 0.0) + load
     scores: dict[str, float] = {}
     for name in candidates:
-        broker = snapshot.brokers[name]
-        if broker.weighted_max_usage(weights) > config.overloaded_threshold_fraction:
+        if usage[name] > config.overloaded_threshold_fraction:
             scores[name] = math.inf
-            continue
-        rate = sum(
-            snapshot.bundles[b].long_term.msg_rate for b in broker.bundles if b in snapshot.bundles
-        )
-        rate += sum(
-            snapshot.bundles[b].long_term.msg_rate
-            for b, owner in preallocated.items()
-            if owner == name and b in snapshot.bundles
-        )
-        scores[name] = rate
+        else:
+            scores[name] = snapshot.long_term_msg_rate(name) + extra.get(name, 0.0)
     best = min(scores.values())
     pool = (
         sorted(candidates) if best == math.inf else sorted(n for n in scores if scores[n] == best)
@@ -90,12 +85,12 @@ def least_resource_usage_with_weight(
     history: dict[str, float] = dict(state.get("brokerAvgResourceUsageWithWeight", {}))
     state["brokerAvgResourceUsageWithWeight"] = history
     h = config.history_resource_fraction
-    weights = replace(config.weights, memory=0.0)
+    usage = snapshot.weighted_usage(replace(config.weights, memory=0.0))
     for name in candidates:
         broker = snapshot.brokers[name]
         if not broker.bundles or (broker.rates.msg_rate_in == 0 and broker.rates.msg_rate_out == 0):
             history.pop(name, None)
-        current = broker.weighted_max_usage(weights)
+        current = usage[name]
         old = history.get(name)
         history[name] = current if old is None else h * old + (1 - h) * current
     scores = {name: history[name] for name in candidates}

@@ -47,8 +47,8 @@ def shed(
     high: dict[str, int] = dict(state.get("hitCountHigh", {}))
     low: dict[str, int] = dict(state.get("hitCountLow", {}))
     intended: dict[str, str] = dict(state.get("bundleBrokerMap", {}))
-    weights = replace(config.weights, memory=0.0)
-    scores = {n: 100 * b.weighted_max_usage(weights) for n, b in snapshot.brokers.items()}
+    usage = snapshot.weighted_usage(replace(config.weights, memory=0.0))
+    scores = {n: 100 * usage[n] for n in snapshot.brokers}
     order = sorted(
         snapshot.brokers,
         key=functools.cmp_to_key(lambda a, b: java_int(scores[a] - scores[b])),

@@ -39,9 +39,8 @@ def shed(
     bar = config.overloaded_threshold_fraction
     unloads: list[Unload] = []
     skipped: list[Skip] = []
-    usage: dict[str, float] = {}
+    usage = snapshot.max_usage()
     for name, broker in snapshot.brokers.items():
-        usage[name] = broker.max_resource_usage()
         if usage[name] < bar:
             continue
         if len(broker.bundles) <= 1:

@@ -21,11 +21,11 @@ def _update_history(
 ) -> tuple[float, dict[str, float]]:
     """One EMA step for every broker; returns the mean history and each broker's current usage."""
     h = config.history_resource_fraction
-    weights = config.weights
+    usages = snapshot.weighted_usage(config.weights)
     current: dict[str, float] = {}
     total = 0.0
-    for name, broker in snapshot.brokers.items():
-        usage = broker.weighted_max_usage(weights)
+    for name in snapshot.brokers:
+        usage = usages[name]
         current[name] = usage
         old = history.get(name)
         history[name] = usage if old is None else old * h + (1 - h) * usage

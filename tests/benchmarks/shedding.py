@@ -1,0 +1,125 @@
+"""One shed + place cycle for every strategy on synthetic heavy-tailed clusters.
+
+    .venv/bin/python -m tests.benchmarks [--sizes 100x10000,1000x100000] [--repeat 3]
+
+Prints a Markdown table: milliseconds per cycle (median of the repeats; the snapshot is built
+once, outside the timing) and the process's peak resident memory after each size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import time
+
+import numpy as np
+
+from balancer.config import PulsarConfig
+from balancer.danube.config import DanubeConfig
+from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage, TopicStats
+from balancer.placement.place import place
+from balancer.registry import SHEDDERS
+from balancer.snapshot import ClusterSnapshot
+
+MIB = 1024 * 1024
+
+
+def synthetic(brokers: int, bundles: int, seed: int = 7) -> ClusterSnapshot:
+    """Pareto-distributed bundle throughputs on randomly chosen owners; broker usage follows
+    from what it owns (bandwidth against a 1 GB/s NIC), plus one hot broker."""
+    rng = np.random.default_rng(seed)
+    tput = (rng.pareto(1.5, bundles) + 0.1) * 0.2 * MIB
+    owners = rng.integers(0, brokers, bundles)
+    owners[: max(1, bundles // brokers) * 3] = 0  # broker 0 is hot
+    names = [f"t{i % 97}/ns{i % 13}/0x{i:08x}_0x{i + 1:08x}" for i in range(bundles)]
+    broker_names = [f"broker-{j:05d}" for j in range(brokers)]
+    per_broker_tput = np.bincount(owners, tput, brokers)
+    owned: list[list[str]] = [[] for _ in range(brokers)]
+    for i, o in enumerate(owners):
+        owned[o].append(names[i])
+    limit = max(per_broker_tput.max(), 1.0) * 1.1
+    broker_loads = {
+        broker_names[j]: BrokerLoad(
+            broker_names[j],
+            failure_domain=f"zone-{j % 3}",
+            cpu=ResourceUsage(float(rng.uniform(5, 40)), 100),
+            bandwidth_in=ResourceUsage(float(per_broker_tput[j] / 2), float(limit)),
+            bandwidth_out=ResourceUsage(float(per_broker_tput[j] / 2), float(limit)),
+            rates=MessageRates(0, 0, float(per_broker_tput[j] / 2), float(per_broker_tput[j] / 2)),
+            bundles=tuple(owned[j]),
+            topics=len(owned[j]),
+            topic_stats=tuple(
+                TopicStats(f"/ns/{n}", byte_rate=float(per_broker_tput[j]) / max(len(owned[j]), 1))
+                for n in owned[j][:20]
+            ),
+        )
+        for j in range(brokers)
+    }
+    rates = [MessageRates(float(t / 4000), 0, float(t / 2), float(t / 2)) for t in tput.tolist()]
+    bundle_loads = {
+        names[i]: BundleLoad(names[i], broker_names[owners[i]], rates[i], rates[i], topics=3)
+        for i in range(bundles)
+    }
+    return ClusterSnapshot(1_000_000.0, broker_loads, bundle_loads)
+
+
+STRATEGIES = {
+    "ThresholdShedder": ({}, {}),
+    "OverloadShedder": ({}, {}),
+    "UniformLoadShedder": ({}, {}),
+    "AvgShedder": ({}, {"hitCountHigh": None}),
+    "TransferShedder": ({}, {"unloadConditionHitCount": 3}),
+    "danube": ({"aggressiveness": "aggressive"}, {}),
+}
+
+
+def cycle(snapshot: ClusterSnapshot, name: str) -> int:
+    """Shed, then place every unloaded bundle that has no destination; returns the unloads."""
+    keys, state = STRATEGIES[name]
+    if name == "danube":
+        decision = SHEDDERS[name](snapshot, DanubeConfig.from_keys(keys), {})
+        return len(decision.unloads)
+    if name == "AvgShedder":
+        hot = dict.fromkeys(snapshot.brokers, 10)
+        state = {"hitCountHigh": hot}
+    config = PulsarConfig.from_keys({"loadBalancerBundleUnloadMinThroughputThreshold": 0})
+    decision = SHEDDERS[name](snapshot, config, dict(state))
+    placing: dict = {"preallocated": {}}
+    for unload in decision.unloads:
+        if unload.destination is None:
+            placing = place(snapshot, unload.bundle, config, placing).state
+    return len(decision.unloads)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="100x10000,1000x100000")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
+    print("| strategy | " + " | ".join(f"{b:,} × {n:,} (ms)" for b, n in sizes) + " |")
+    print("|---|" + "---|" * len(sizes))
+    results: dict[str, list[str]] = {name: [] for name in STRATEGIES}
+    memory = []
+    for brokers, bundles in sizes:
+        started = time.perf_counter()
+        snapshot = synthetic(brokers, bundles)
+        build = time.perf_counter() - started
+        for name in STRATEGIES:
+            times, unloads = [], 0
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                unloads = cycle(snapshot, name)
+                times.append((time.perf_counter() - t0) * 1000)
+            results[name].append(f"{statistics.median(times):.1f} ({unloads} unloads)")
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        memory.append(f"{peak_mb:,.0f} MB peak RSS, snapshot built in {build:.1f} s")
+        del snapshot
+    for name, cells in results.items():
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print("| memory | " + " | ".join(memory) + " |")
+
+
+if __name__ == "__main__":
+    main()
