@@ -186,10 +186,10 @@ def cmd_place(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
         return danube_place(snapshot, unit, config, _state(doc), hint).as_dict()
     candidates = doc.get("candidates")
     if candidates is not None:
-        candidates = [
-            text({"c": c}, "c", f"candidates[{i}]")
-            for i, c in enumerate(array(candidates, "candidates"))
-        ]
+        candidates = array(candidates, "candidates")
+        for i, c in enumerate(candidates):
+            if not isinstance(c, str) or not c:
+                raise BalancerError("must be a broker name", field=f"candidates[{i}]")
     placement = place(snapshot, text(doc, "bundle", ""), config, _state(doc), candidates, name)
     return placement.as_dict()
 
@@ -242,11 +242,12 @@ def _read(args: argparse.Namespace, stdin: TextIO) -> dict[str, Any]:
 
 def main(
     argv: Sequence[str] | None = None,
-    stdin: TextIO = sys.stdin,
-    stdout: TextIO = sys.stdout,
-    stderr: TextIO = sys.stderr,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
 ) -> int:
     """Run one command; returns the exit status (0 ok, 2 bad input)."""
+    stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
     try:
         args = build_parser().parse_args(argv)
         doc = _read(args, stdin) if args.reads_input else {}
