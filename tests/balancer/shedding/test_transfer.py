@@ -117,3 +117,97 @@ def test_anti_affinity_bundles_stay_unless_policies_shedding_is_enabled():
     assert shed(grouped, PulsarConfig(), READY).unloads == ()
     config = PulsarConfig.from_keys({"loadBalancerSheddingBundlesWithPoliciesEnabled": True})
     assert shed(grouped, config, READY).unloads
+
+
+def many(loads, tops=None):
+    brokers = {
+        name: broker(name, load, (tops or {}).get(name, [(f"{name}/1", 10), (f"{name}/2", 10)]))
+        for name, load in loads.items()
+    }
+    bundles = {n: BundleLoad(n, name) for name, b in brokers.items() for n in b.bundles}
+    return ClusterSnapshot(NOW, brokers, bundles)
+
+
+def test_reported_ema_without_throughput_ema_uses_the_current_throughput():
+    a = BrokerLoad("a", rates=MessageRates(0, 0, 5.0, 0), weighted_max_ema=0.5)
+    snap = ClusterSnapshot(NOW, {"a": a, "b": BrokerLoad("b", weighted_max_ema=0.5)}, {})
+    decision = shed(snap, PulsarConfig(), {})
+    assert decision.stats["brokers"] == {"a": 0.5, "b": 0.5}
+
+
+def test_no_fresh_broker_means_no_load_data_and_no_broker_means_no_brokers():
+    stale = {n: broker(n, 0.5, [(f"{n}/1", 1)], updated=0.0) for n in ("a", "b")}
+    assert (
+        shed(ClusterSnapshot(NOW, stale, {}), PulsarConfig(), READY).reason == Reason.NO_LOAD_DATA
+    )
+    assert shed(ClusterSnapshot(NOW, {}, {}), PulsarConfig(), READY).reason == Reason.NO_BROKERS
+
+
+def test_underloaded_min_broker_triggers_with_a_small_std():
+    # avg 0.34, std 0.22 < 0.25, but 0.02 < 0.34 × 0.125.
+    tops = {n: [(f"{n}/1", 3), (f"{n}/2", 3), (f"{n}/3", 4)] for n in ("a", "b")}
+    tops["c"] = [("c/1", 1)]
+    decision = shed(many({"a": 0.5, "b": 0.5, "c": 0.02}, tops), PulsarConfig(), READY)
+    assert decision.unloads
+    assert decision.unloads[0].reason == Reason.UNDERLOADED
+    assert decision.unloads[0].destination == "c"
+
+
+def test_overloaded_max_broker_triggers_with_a_small_std():
+    loads = {f"n{i:02d}": 0.6 for i in range(20)} | {"hot": 0.9}
+    tops = {"hot": [("h/1", 1), ("h/2", 2), ("h/3", 17)]}
+    decision = shed(many(loads, tops), PulsarConfig(), READY)
+    assert decision.unloads[0].source == "hot"
+    assert decision.unloads[0].reason == Reason.OVERLOADED
+
+
+def test_missing_top_bundles_owner_changes_and_zero_throughput_are_skipped():
+    tops = {
+        "a": [("a/zero", 0), ("elsewhere", 5), ("a/1", 10), ("a/2", 10), ("a/3", 10)],
+        "b": [],
+    }
+    snap = many({"a": 0.9, "b": 0.1, "c": 0.1}, tops)
+    bundles = {**snap.bundles, "elsewhere": BundleLoad("elsewhere", "c")}
+    snap = ClusterSnapshot(NOW, snap.brokers, bundles)
+    decision = shed(snap, PulsarConfig(), READY)
+    moved = [u.bundle for u in decision.unloads if u.source == "a"]
+    assert "a/zero" not in moved
+    assert "elsewhere" not in moved
+    assert moved
+
+
+def test_a_broker_that_reports_no_top_bundles_is_skipped():
+    snap = many({"a": 0.9, "b": 0.1}, {"a": []})
+    decision = shed(snap, PulsarConfig(), READY)
+    assert decision.unloads == ()
+    assert ("a", Reason.NO_LOAD_DATA) in {(s.name, s.reason) for s in decision.skipped}
+
+
+def test_swap_search_skips_unfit_bundles_and_debug_mode_counts_what_comes_back():
+    from balancer.snapshot import NamespacePolicy
+
+    a = broker("a", 0.9, [("a/1", 10), ("a/2", 20), ("a/3", 30)])
+    b_tops = (
+        ("g/zero", 0.0, 0.0),
+        ("g/big", 40 * MIB, 0.0),
+        ("p/x", MIB, 0.0),
+        ("b/1", 2 * MIB, 0.0),
+        ("b/2", 3 * MIB, 0.0),
+    )
+    b = BrokerLoad(
+        "b",
+        rates=MessageRates(0, 0, 6 * MIB, 0),
+        top_bundles=b_tops,
+        weighted_max_ema=0.1,
+        msg_throughput_ema=6 * MIB,
+        updated_at=NOW,
+    )
+    bundles = {n: BundleLoad(n, "a") for n in a.bundles}
+    policies = {"p": NamespacePolicy("p", "group")}
+    snap = ClusterSnapshot(NOW, {"a": a, "b": b}, bundles, policies)
+    config = PulsarConfig.from_keys({"loadBalancerDebugModeEnabled": True})
+    decision = shed(snap, config, READY)
+    swapped = [u.bundle for u in decision.unloads if u.source == "b"]
+    # a/1 fits; a/2 would overshoot, so b sends bundles back: zero-throughput, too large (40)
+    # and anti-affinity ones are passed over; 2 alone leaves b above a, 2 + 3 balances.
+    assert swapped == ["b/1", "b/2"]
