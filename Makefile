@@ -44,7 +44,8 @@ test: setup
 	   --pidfile "$(CURDIR)/var/redis-test.pid" --logfile "$(CURDIR)/var/redis-test.log"; \
 	 trap 'redis-cli -p $(TEST_REDIS_PORT) shutdown nosave >/dev/null 2>&1' EXIT; \
 	 PATH="$(CURDIR)/$(BIN):$$PATH" REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 \
-	   $(BIN)/pytest $(PYTEST_ARGS)
+	   $(BIN)/pytest --cov=balancer --cov-branch --cov-report=term-missing:skip-covered \
+	     --cov-fail-under=100 $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check balancer console tests

@@ -110,10 +110,9 @@ class OfflineCluster:
         now = minute * self.seconds_per_minute
         self.place_unowned(now)
         stats = bundle_stats(self.workload, self.bundle_map, minute)
-        owned: dict[str, list[str]] = {name: [] for name in self.brokers}
+        owned: dict[str | None, list[str]] = {name: [] for name in self.brokers}
         for bundle, owner in self.owners.items():
-            if owner is not None:
-                owned[owner].append(bundle)
+            owned.setdefault(owner, []).append(bundle)  # None: no broker could take it
         for spec in self.layout.brokers:
             doc = broker_report(
                 spec, owned[spec.name], stats, background_cpu(self.cpu[spec.name], minute), now
@@ -143,12 +142,11 @@ class OfflineCluster:
         decision = shedder(self.snapshot(now), self.config, self.shed_state)
         self.shed_state = decision.state
         sources = {}
-        for unload in decision.unloads:
-            if self.owners.get(unload.bundle) == unload.source:
-                self.owners[unload.bundle] = None
-                self.recently_unloaded[unload.bundle] = now
-                sources[unload.bundle] = unload.source
-                self.unloads += 1
+        for unload in decision.unloads:  # the snapshot is this cluster's: sources are owners
+            self.owners[unload.bundle] = None
+            self.recently_unloaded[unload.bundle] = now
+            sources[unload.bundle] = unload.source
+            self.unloads += 1
         self.place_unowned(now, sources)
 
 

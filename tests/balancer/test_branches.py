@@ -147,3 +147,18 @@ def test_trace_with_non_integer_counts_is_refused(tmp_path):
     path.write_text(path.read_text().replace(",1,2", ",1,x"))
     with pytest.raises(ValueError, match="must be integers"):
         load_functions(root)
+
+
+def test_uniform_passes_over_bundles_without_traffic():
+    snap = ClusterSnapshot(
+        0,
+        {
+            "a": BrokerLoad("a", rates=MessageRates(10000, 0, 0, 0), bundles=("x/0", "x/1")),
+            "b": BrokerLoad("b", rates=MessageRates(2000, 0, 0, 0)),
+        },
+        {
+            "x/0": BundleLoad("x/0", "a"),
+            "x/1": BundleLoad("x/1", "a", short_term=MessageRates(2000, 0, 0, 0)),
+        },
+    )
+    assert [u.bundle for u in uniform.shed(snap, PulsarConfig(), {}).unloads] == ["x/1"]

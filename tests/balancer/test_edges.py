@@ -58,6 +58,8 @@ def test_snapshot_rejects_an_owner_that_is_not_a_broker_and_lists_owned_bundles(
     ("doc", "field"),
     [
         ({"brokers": {}}, "brokers"),
+        ({"brokers": [{"name": "a", "cpu": {"limit": 1}}]}, "brokers[0].cpu.usage"),
+        ({"brokers": [{"name": "a", "state": "asleep"}]}, "brokers[0].state"),
         ({"brokers": [1]}, "brokers[0]"),
         ({"brokers": [{"name": ""}]}, "brokers[0].name"),
         ({"brokers": [{"name": "a", "bundles": [""]}]}, "brokers[0].bundles[0]"),
@@ -137,3 +139,8 @@ def test_modules_run_as_scripts(monkeypatch, capsys):
         runpy.run_module("balancer", run_name="__main__")
     assert done.value.code == 0
     assert json.loads(capsys.readouterr().out)["hashes"][0]["hash"] == "0xcbf43926"
+
+
+def test_a_hash_must_be_hex_text_or_an_integer():
+    code, _, err = run(["split"], {"bundle": {"lower": 1.5, "upper": 2}})
+    assert (code, err["error"]["field"]) == (2, "bundle.lower")

@@ -211,3 +211,22 @@ def test_swap_search_skips_unfit_bundles_and_debug_mode_counts_what_comes_back()
     # a/1 fits; a/2 would overshoot, so b sends bundles back: zero-throughput, too large (40)
     # and anti-affinity ones are passed over; 2 alone leaves b above a, 2 + 3 balances.
     assert swapped == ["b/1", "b/2"]
+
+
+def test_top_bundles_are_derived_from_owned_bundles_when_not_reported():
+    rates = {"x/1": 5, "x/2": 20, "x/3": 10}
+    a = BrokerLoad(
+        "a",
+        rates=MessageRates(0, 0, 35 * MIB, 0),
+        bundles=tuple(rates),
+        weighted_max_ema=0.9,
+        updated_at=NOW,
+    )
+    b = BrokerLoad("b", rates=MessageRates(0, 0, MIB, 0), weighted_max_ema=0.1, updated_at=NOW)
+    bundles = {
+        n: BundleLoad(n, "a", short_term=MessageRates(0, 0, r * MIB, 0)) for n, r in rates.items()
+    }
+    config = PulsarConfig.from_keys({"loadBalancerMaxNumberOfBundlesInBundleLoadReport": 2})
+    decision = shed(ClusterSnapshot(NOW, {"a": a, "b": b}, bundles), config, READY)
+    # top-2 by bandwidth in: x/2 and x/3, walked smallest first; x/2 is the last, so it stays.
+    assert [u.bundle for u in decision.unloads] == ["x/3"]
