@@ -108,6 +108,12 @@ class ClusterSnapshot:
             cache[weights] = dict(zip(self.brokers, weighted.tolist(), strict=True))
         return cache[weights]  # type: ignore[no-any-return]
 
+    def percents(self, resource: str) -> dict[str, float]:
+        """Every broker's usage of one resource (``cpu``, ``memory``, ...) in percent, float32
+        arithmetic as ``ResourceUsage.percent``."""
+        values = self._percents[resource].tolist()  # type: ignore[attr-defined]
+        return dict(zip(self.brokers, values, strict=True))
+
     def max_usage(self) -> dict[str, float]:
         """Every broker's unweighted max of cpu, direct memory and bandwidth in/out (fraction)."""
         return self.weighted_usage(ResourceWeights(1.0, 0.0, 1.0, 1.0, 1.0))

@@ -38,14 +38,12 @@ def fair(snapshot: ClusterSnapshot) -> dict[str, int]:
 def balanced(snapshot: ClusterSnapshot) -> dict[str, int]:
     """floor(0.3 × weighted topic load + 0.35 × CPU % + 0.35 × memory %); the topic count for
     every broker when no broker reports any CPU or memory use (DANUBE.md §2.2)."""
-    brokers = snapshot.brokers
-    if not any(b.cpu.percent() > 0 or b.memory.percent() > 0 for b in brokers.values()):
+    cpu, memory = snapshot.percents("cpu"), snapshot.percents("memory")
+    if not any(v > 0 for v in cpu.values()) and not any(v > 0 for v in memory.values()):
         return fair(snapshot)
     return {
-        name: math.floor(
-            0.3 * weighted_topic_load(b) + 0.35 * b.cpu.percent() + 0.35 * b.memory.percent()
-        )
-        for name, b in brokers.items()
+        name: math.floor(0.3 * weighted_topic_load(b) + 0.35 * cpu[name] + 0.35 * memory[name])
+        for name, b in snapshot.brokers.items()
     }
 
 
@@ -58,10 +56,11 @@ def weighted_load(snapshot: ClusterSnapshot) -> dict[str, int]:
     (cpu, memory, throughput, network, else topic-first) applies, in that order of ties; otherwise
     0.25 topic + 0.25 cpu + 0.25 mem + 0.15 thr + 0.1 net.
     """
+    cpu, memory = snapshot.percents("cpu"), snapshot.percents("memory")
     values = {
         name: {
-            "cpu": b.cpu.percent(),
-            "mem": b.memory.percent(),
+            "cpu": cpu[name],
+            "mem": memory[name],
             "disk": 0.0,
             "net": (b.bandwidth_in.usage + b.bandwidth_out.usage) / MB,
             "thr": sum(t.byte_rate for t in b.topic_stats) / MB,

@@ -74,7 +74,8 @@ def shed(
     upper = spread.mean + spread.std
     lower = spread.mean - spread.std
     overloaded = [n for n, s in active if s > upper]
-    underloaded = [n for n, s in active if s < lower and s < 0.5 * spread.mean]
+    underloaded = {n for n, s in active if s < lower and s < 0.5 * spread.mean}
+    is_overloaded = set(overloaded)
     stats = {
         "cv": spread.cv,
         "mean": spread.mean,
@@ -84,7 +85,7 @@ def shed(
         "threshold": config.cv_threshold,
         "strategy": config.assignment_strategy,
         "brokers": {
-            n: {"score": s, "overloaded": n in overloaded, "underloaded": n in underloaded}
+            n: {"score": s, "overloaded": n in is_overloaded, "underloaded": n in underloaded}
             for n, s in rankings
         },
     }
