@@ -36,6 +36,7 @@ class BalancerConfigForm(forms.ModelForm):
             "parameters",
             "is_shedding_enabled",
             "is_auto_split_enabled",
+            "loop_interval_s",
         ]
 
     def clean(self) -> dict[str, Any]:
@@ -53,6 +54,9 @@ class BalancerConfigForm(forms.ModelForm):
                 data[field] = canonical(data.get(field, ""))
             except BalancerError as exc:
                 self.add_error(field, exc.message)
+        interval = data.get("loop_interval_s")
+        if interval is not None and interval <= 0:
+            self.add_error("loop_interval_s", "the loop interval must be more than 0 seconds")
         try:
             PulsarConfig.from_keys(data.get("parameters") or {})
         except BalancerError as exc:

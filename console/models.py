@@ -184,6 +184,8 @@ class BalancerConfig(models.Model):
     )  # Pulsar keys, e.g. {"loadBalancerBrokerThresholdShedderPercentage": 10}
     is_shedding_enabled = models.BooleanField(default=True)
     is_auto_split_enabled = models.BooleanField(default=False)
+    # The shedding loop's period; beat wakes the tick more often and the tick skips until due.
+    loop_interval_s = models.FloatField(default=10.0)
     state = models.JSONField(default=dict)  # strategy name -> what it remembers between cycles
 
 

@@ -378,6 +378,9 @@ def shedding_tick_run(*, now: datetime | None = None, lock_ttl_s: float = 60) ->
     try:
         with transaction.atomic():
             config = selectors.balancer_config_get()
+            last = ClusterSample.objects.order_by("-at").values_list("at", flat=True).first()
+            if last is not None and now - last < timedelta(seconds=config.loop_interval_s * 0.9):
+                return None  # not due yet: the configured loop interval is longer than beat's
             safety = _safety()
             snapshot = selectors.cluster_snapshot_get(now=now)
             _fill_load_after(snapshot, now)

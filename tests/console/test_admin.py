@@ -8,6 +8,7 @@ def form(**changes):
         "split_algorithm": "range_equally_divide",
         "parameters": "{}",
         "is_shedding_enabled": True,
+        "loop_interval_s": 10,
         **changes,
     }
     return BalancerConfigForm(data=data)
@@ -44,3 +45,7 @@ def test_console_refuses_topic_level_danube_strategies(db):
     assert not bad.is_valid()
     assert "ThresholdShedder" in bad.errors["shedder"][0]
     assert "LeastLongTermMessageRate" in bad.errors["placement"][0]
+
+
+def test_loop_interval_must_be_positive(db):
+    assert "loop_interval_s" in form(loop_interval_s=0).errors

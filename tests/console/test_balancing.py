@@ -315,3 +315,18 @@ def test_auto_split_runs_in_the_tick_when_enabled(cluster):
     assert event.actor is None
     assert event.reason.startswith("auto-split: MsgRate 40000 > 30000")
     assert Bundle.objects.filter(namespace__name="acme/orders").count() == 5
+
+
+def test_the_tick_runs_at_the_configured_loop_interval(cluster):
+    from console.selectors import balancer_config_get
+
+    config = balancer_config_get()
+    config.loop_interval_s = 60
+    config.save()
+    ingest(report("broker-1", 20))
+    ingest(report("broker-2", 20))
+    shedding_tick_run(now=NOW)
+    assert shedding_tick_run(now=NOW + timedelta(seconds=30)) is None
+    assert ClusterSample.objects.count() == 1
+    shedding_tick_run(now=NOW + timedelta(seconds=60))
+    assert ClusterSample.objects.count() == 2
