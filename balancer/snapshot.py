@@ -79,6 +79,7 @@ class ClusterSnapshot:
         object.__setattr__(self, "_long_term_rate", long_term)
         object.__setattr__(self, "_percents", {r: _percent(*arrays[r]) for r in RESOURCES})
         object.__setattr__(self, "_usage_cache", {})
+        object.__setattr__(self, "_by_throughput", {})
 
     def owned_bundles(self, broker: str) -> list[BundleLoad]:
         """Bundles whose owner is ``broker`` (by the ownership table, not the broker's report)."""
@@ -113,6 +114,29 @@ class ClusterSnapshot:
         arithmetic as ``ResourceUsage.percent``."""
         values = self._percents[resource].tolist()  # type: ignore[attr-defined]
         return dict(zip(self.brokers, values, strict=True))
+
+    def bundles_by_throughput(self, broker: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The bundles ``broker`` reports that the snapshot knows, by descending short-term
+        throughput (ties by name): (names, throughputs in bytes/s, unload times in s since
+        epoch or NaN). Computed once per broker and kept."""
+        cache = self._by_throughput  # type: ignore[attr-defined]
+        if broker not in cache:
+            rows = sorted(
+                (
+                    (-self.bundles[b].short_term.throughput, b)
+                    for b in self.brokers[broker].bundles
+                    if b in self.bundles
+                ),
+            )
+            names = [name for _, name in rows]
+            cache[broker] = (
+                names,
+                np.asarray([-t for t, _ in rows], dtype=np.float64),
+                np.asarray(
+                    [self.recently_unloaded.get(n, np.nan) for n in names], dtype=np.float64
+                ),
+            )
+        return cache[broker]  # type: ignore[no-any-return]
 
     def max_usage(self) -> dict[str, float]:
         """Every broker's unweighted max of cpu, direct memory and bandwidth in/out (fraction)."""

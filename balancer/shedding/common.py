@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from balancer.decisions import Reason, Skip, Unload
 from balancer.load import BrokerLoad
 from balancer.snapshot import ClusterSnapshot
@@ -28,27 +30,28 @@ def select_bundles_by_throughput(
 
     Takes a bundle while the taken sum (bytes/s) is below ``minimum_to_offload`` or nothing has been
     taken yet: at least one bundle, overshoot allowed. Bundles in the grace period are skipped and
-    reported. Ties on throughput go to the bundle name, ascending.
+    reported. Ties on throughput go to the bundle name, ascending. Since throughputs are not
+    negative the taken bundles are a prefix of the eligible ones, found on the running sum (the
+    same sequential additions as a loop).
 
     Source: Pulsar ThresholdShedder ``filterAndSelectBundle`` (PULSAR.md §2.4).
     """
-    skipped: list[Skip] = []
-    candidates = []
-    for name in broker.bundles:
-        bundle = snapshot.bundles.get(name)
-        if bundle is None:
-            continue
-        if in_grace_period(snapshot, name, grace_period_s):
-            skipped.append(
-                Skip("bundle", name, Reason.COOL_DOWN, "unloaded within the grace period")
-            )
-            continue
-        candidates.append((bundle.short_term.throughput, name))
-    candidates.sort(key=lambda item: (-item[0], item[1]))
-    unloads: list[Unload] = []
-    taken = 0.0
-    for throughput, name in candidates:
-        if taken < minimum_to_offload or not unloads:
-            unloads.append(Unload(name, broker.name, None, reason, throughput))
-            taken += throughput
+    names, throughputs, unloaded_at = snapshot.bundles_by_throughput(broker.name)
+    with np.errstate(invalid="ignore"):
+        in_grace = unloaded_at >= snapshot.now - grace_period_s
+    skipped = [
+        Skip("bundle", names[i], Reason.COOL_DOWN, "unloaded within the grace period")
+        for i in np.flatnonzero(in_grace).tolist()
+    ]
+    eligible = np.flatnonzero(~in_grace)
+    if eligible.size == 0:
+        return [], skipped
+    running = np.cumsum(throughputs[eligible])
+    count = 1 + min(
+        int(np.searchsorted(running, minimum_to_offload, side="left")), eligible.size - 1
+    )
+    unloads = [
+        Unload(names[i], broker.name, None, reason, float(throughputs[i]))
+        for i in eligible[:count].tolist()
+    ]
     return unloads, skipped

@@ -28,7 +28,7 @@ from balancer.load import (
     MessageRates,
     time_average,
 )
-from balancer.placement.place import place
+from balancer.placement.batch import place_many
 from balancer.registry import get_shedder
 from balancer.simulator.layout import DEMO, Layout
 from balancer.simulator.model import BundleMap, background_cpu, broker_report, bundle_stats
@@ -96,14 +96,9 @@ class OfflineCluster:
         names = [b for b, owner in self.owners.items() if owner is None]
         if not names:
             return
-        snapshot = self.snapshot(now)
-        state: dict[str, Any] = {"preallocated": {}}
-        for name in names:
-            source = (sources or {}).get(name)
-            candidates = [b for b in self.brokers if b != source] if source else None
-            placement = place(snapshot, name, self.config, state, candidates)
-            state = placement.state
-            self.owners[name] = placement.broker
+        placements, _ = place_many(self.snapshot(now), names, self.config, {}, sources=sources)
+        for placement in placements:
+            self.owners[placement.bundle] = placement.broker
 
     def step(self, minute: int) -> float:
         """Play one trace minute; returns the CV of the brokers' weighted usage."""

@@ -160,3 +160,65 @@ def test_placement_never_breaks_anti_affinity_when_a_satisfying_broker_exists(sn
         candidates = active
     if any(count(n) == 0 for n in candidates):
         assert count(placement.broker) == 0
+
+
+@FAST
+@given(
+    st.lists(st.floats(0, 1e9), min_size=1, max_size=40),
+    st.floats(0, 5e9),
+    st.lists(st.booleans(), min_size=40, max_size=40),
+)
+def test_running_sum_selection_equals_the_greedy_loop(throughputs, minimum, recent_flags):
+    from balancer.decisions import Reason
+    from balancer.shedding.common import select_bundles_by_throughput
+
+    names = [f"t/ns/{i:03d}" for i in range(len(throughputs))]
+    loads = {
+        n: BundleLoad(n, "a", short_term=MessageRates(0, 0, t, 0))
+        for n, t in zip(names, throughputs, strict=True)
+    }
+    recent = {n: 990.0 for n, flag in zip(names, recent_flags, strict=False) if flag}
+    snap = ClusterSnapshot(1000.0, {"a": BrokerLoad("a", bundles=tuple(names))}, loads, {}, recent)
+    unloads, _ = select_bundles_by_throughput(
+        snap, snap.brokers["a"], minimum, 60.0, Reason.OVERLOADED
+    )
+    # The reference: Pulsar's loop, literally.
+    eligible = sorted(((-t, n) for n, t in zip(names, throughputs, strict=True) if n not in recent))
+    expected, taken = [], 0.0
+    for negative, name in eligible:
+        if taken < minimum or not expected:
+            expected.append(name)
+            taken += -negative
+    assert [u.bundle for u in unloads] == expected
+
+
+@FAST
+@given(
+    snapshots(),
+    st.integers(0, 3),
+    st.booleans(),
+    st.sampled_from(["LeastLongTermMessageRate", "LeastResourceUsageWithWeight"]),
+)
+def test_batch_placement_decides_as_placing_one_by_one(snapshot, seed, even, strategy):
+    from balancer.placement.batch import place_many
+
+    config = PulsarConfig.from_keys(
+        {
+            "seed": seed,
+            "loadBalancerDistributeBundlesEvenlyEnabled": even,
+            "loadBalancerBrokerMaxTopics": 3,
+        }
+    )
+    bundles = list(snapshot.bundles)[:8]
+    sources = {b: snapshot.bundles[b].owner for b in bundles if snapshot.bundles[b].owner}
+    batch, batch_state = place_many(
+        snapshot, bundles, config, {}, strategy=strategy, sources=sources
+    )
+    state: dict = {}
+    active = [n for n, br in snapshot.brokers.items() if br.is_active]
+    for bundle, placed in zip(bundles, batch, strict=True):
+        others = [n for n in active if n != sources.get(bundle)]
+        single = place(snapshot, bundle, config, state, others or list(snapshot.brokers), strategy)
+        state = single.state
+        assert (placed.broker, placed.reason) == (single.broker, single.reason)
+    assert batch_state.get("preallocated", {}) == state.get("preallocated", {})

@@ -1,0 +1,165 @@
+"""Placing many bundles at once: the same decisions as calling ``place`` for each in turn,
+computed on arrays over the brokers so that thousands of placements on thousands of brokers take
+milliseconds. Used for the bundles one shedding cycle unloads."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from balancer.bundles import namespace_of_bundle
+from balancer.config import PulsarConfig
+from balancer.decisions import Placement, Reason
+from balancer.errors import InvalidSnapshot
+from balancer.placement.place import place
+from balancer.snapshot import ClusterSnapshot
+
+
+def place_many(
+    snapshot: ClusterSnapshot,
+    bundles: Sequence[str],
+    config: PulsarConfig,
+    state: dict[str, Any],
+    *,
+    strategy: str = "LeastLongTermMessageRate",
+    candidates: Sequence[str] | None = None,
+    sources: Mapping[str, str] | None = None,
+) -> tuple[list[Placement], dict[str, Any]]:
+    """Place ``bundles`` one after the other, each seeing the ones placed before it.
+
+    Each bundle's candidates are ``candidates`` (or every broker) without its entry in
+    ``sources`` (the broker it was unloaded from) unless that would leave none. The decisions are
+    those of :func:`balancer.placement.place.place` called in turn with the state threaded
+    through; LeastLongTermMessageRate is computed on arrays, other strategies call ``place``.
+    Batch placements carry the chosen broker's score only (no per-broker rejection lists): call
+    ``place`` for the full explanation of one bundle.
+
+    Returns:
+        (one Placement per bundle in order, the state after the last one).
+
+    Raises:
+        InvalidSnapshot: a candidate is not a broker of the snapshot.
+    """
+    names = list(snapshot.brokers)
+    position = {name: i for i, name in enumerate(names)}
+    base = np.zeros(len(names), dtype=bool)
+    for name in names if candidates is None else candidates:
+        if name not in position:
+            raise InvalidSnapshot(f"candidate {name!r} is not a broker", field="candidates")
+        base[position[name]] = True
+    has_groups = any(p.anti_affinity_group for p in snapshot.namespaces.values())
+    if strategy != "LeastLongTermMessageRate" or has_groups:
+        return _one_by_one(snapshot, bundles, config, state, strategy, base, names, sources)
+    brokers = list(snapshot.brokers.values())
+    active = base & np.asarray([b.is_active for b in brokers], dtype=bool)
+    usage = snapshot.weighted_usage(config.weights)
+    max_usage = snapshot.max_usage()
+    bar = config.overloaded_threshold_fraction
+    overloaded_score = np.asarray([usage[n] > bar for n in names], dtype=bool)
+    overloaded_max = np.asarray([max_usage[n] > bar for n in names], dtype=bool)
+    long_term = np.asarray([snapshot.long_term_msg_rate(n) for n in names], dtype=np.float64)
+    topics = np.asarray([b.topics for b in brokers], dtype=np.int64)
+    preallocated: dict[str, str] = dict(state.get("preallocated", {}))
+    extra = np.zeros(len(names), dtype=np.float64)
+    extra_topics = np.zeros(len(names), dtype=np.int64)
+    counts: dict[str, np.ndarray] = {}
+
+    def namespace_counts(namespace: str) -> np.ndarray:
+        if namespace not in counts:
+            array = np.zeros(len(names), dtype=np.int64)
+            for owner, n in snapshot.bundle_counts(namespace).items():
+                array[position[owner]] = n
+            counts[namespace] = array
+        return counts[namespace]
+
+    def preallocate(bundle: str, broker: int) -> None:
+        load = snapshot.bundles.get(bundle)
+        if load is not None:
+            extra[broker] += load.long_term.msg_rate
+            extra_topics[broker] += load.topics
+        if load is None or load.owner is None:
+            namespace_counts(namespace_of_bundle(bundle))[broker] += 1
+
+    for bundle, broker in preallocated.items():
+        preallocate(bundle, position[broker])
+    rng_seed = config.seed
+    out: list[Placement] = []
+    for bundle in bundles:
+        allowed = active.copy()
+        source = (sources or {}).get(bundle)
+        if source in position and allowed.sum() > 1 and allowed[position[source]]:
+            allowed[position[source]] = False
+        kept = allowed & ~((topics + extra_topics) > config.broker_max_topics)
+        if not kept.any():
+            kept = allowed.copy()
+        if config.is_distribute_bundles_evenly_enabled and kept.any():
+            ns_counts = namespace_counts(namespace_of_bundle(bundle)).copy()
+            own = snapshot.bundles.get(bundle)
+            if own is not None and own.owner is not None:
+                ns_counts[position[own.owner]] -= 1
+            earlier = preallocated.get(bundle)
+            if earlier is not None and (own is None or own.owner is None):
+                ns_counts[position[earlier]] -= 1
+            least = ns_counts[kept].min()
+            kept &= ns_counts == least
+        if not kept.any():
+            kept = allowed
+        scores = np.where(overloaded_score, np.inf, long_term + extra)
+        chosen, reason = _select(kept, scores, rng_seed)
+        if chosen is None:
+            out.append(Placement(bundle, None, Reason.NO_CANDIDATES, (), (), {}, {}, strategy))
+            continue
+        if overloaded_max[chosen]:
+            chosen, _ = _select(allowed, scores, rng_seed)
+            reason = Reason.RESELECTED_OVERLOADED
+        assert chosen is not None  # allowed ⊇ kept, which was not empty
+        preallocated[bundle] = names[chosen]
+        preallocate(bundle, chosen)
+        score = float(scores[chosen])
+        out.append(
+            Placement(bundle, names[chosen], reason, (), (), {names[chosen]: score}, {}, strategy)
+        )
+    return out, {**state, "preallocated": preallocated}
+
+
+def _select(mask: np.ndarray, scores: np.ndarray, seed: int) -> tuple[int | None, Reason]:
+    """LeastLongTermMessageRate over the masked brokers: the seeded choice among the minimal
+    scores (ascending names), or among all when every score is infinite."""
+    indices = np.flatnonzero(mask)
+    if indices.size == 0:
+        return None, Reason.NO_CANDIDATES
+    sub = scores[indices]
+    best = sub.min()
+    if best == np.inf:
+        pool = indices
+        reason = Reason.ALL_OVERLOADED
+    else:
+        pool = indices[sub == best]
+        reason = Reason.LEAST_LOADED
+    return int(pool[random.Random(seed).randrange(pool.size)]), reason
+
+
+def _one_by_one(
+    snapshot: ClusterSnapshot,
+    bundles: Sequence[str],
+    config: PulsarConfig,
+    state: dict[str, Any],
+    strategy: str,
+    base: np.ndarray,
+    names: list[str],
+    sources: Mapping[str, str] | None,
+) -> tuple[list[Placement], dict[str, Any]]:
+    allowed = [n for n, ok in zip(names, base.tolist(), strict=True) if ok]
+    active = [n for n in allowed if snapshot.brokers[n].is_active]
+    out = []
+    for bundle in bundles:
+        source = (sources or {}).get(bundle)
+        others = [n for n in active if n != source]
+        candidates = others if others else allowed
+        placement = place(snapshot, bundle, config, state, candidates, strategy)
+        state = placement.state
+        out.append(placement)
+    return out, state
