@@ -51,7 +51,7 @@ lint: setup
 	$(BIN)/ruff check balancer console tests
 
 bench: setup
-	$(BIN)/python -m tests.benchmarks.shedding
+	$(BIN)/python -m tests.benchmarks --sizes 100x10000,1000x100000
 
 clean:
 	rm -rf var .pytest_cache

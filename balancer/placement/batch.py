@@ -85,40 +85,51 @@ def place_many(
 
     for bundle, broker in preallocated.items():
         preallocate(bundle, position[broker])
-    rng_seed = config.seed
+    # Scores and the topic limit change only at the broker just chosen: kept up to date in place.
+    scores = np.where(overloaded_score, np.inf, long_term + extra)
+    over_topics = (topics + extra_topics) > config.broker_max_topics
     out: list[Placement] = []
     for bundle in bundles:
-        allowed = active.copy()
+        allowed = active
         source = (sources or {}).get(bundle)
-        if source in position and allowed.sum() > 1 and allowed[position[source]]:
+        if source in position and allowed[position[source]] and allowed.sum() > 1:
+            allowed = active.copy()
             allowed[position[source]] = False
-        kept = allowed & ~((topics + extra_topics) > config.broker_max_topics)
-        if not kept.any():
-            kept = allowed.copy()
-        if config.is_distribute_bundles_evenly_enabled and kept.any():
-            ns_counts = namespace_counts(namespace_of_bundle(bundle)).copy()
-            own = snapshot.bundles.get(bundle)
-            if own is not None and own.owner is not None:
-                ns_counts[position[own.owner]] -= 1
-            earlier = preallocated.get(bundle)
-            if earlier is not None and (own is None or own.owner is None):
-                ns_counts[position[earlier]] -= 1
-            least = ns_counts[kept].min()
-            kept &= ns_counts == least
+        kept = allowed & ~over_topics
         if not kept.any():
             kept = allowed
-        scores = np.where(overloaded_score, np.inf, long_term + extra)
-        chosen, reason = _select(kept, scores, rng_seed)
+        if config.is_distribute_bundles_evenly_enabled:
+            ns_counts = namespace_counts(namespace_of_bundle(bundle))
+            own = snapshot.bundles.get(bundle)
+            corrections = []
+            if own is not None and own.owner is not None:
+                corrections.append(position[own.owner])
+            earlier = preallocated.get(bundle)
+            if earlier is not None and (own is None or own.owner is None):
+                corrections.append(position[earlier])
+            for i in corrections:  # this bundle itself does not count
+                ns_counts[i] -= 1
+            if kept.any():
+                least = ns_counts[kept].min()
+                kept = kept & (ns_counts == least)
+            for i in corrections:
+                ns_counts[i] += 1
+        if not kept.any():
+            kept = allowed
+        chosen, reason = _select(kept, scores, config.seed)
         if chosen is None:
             out.append(Placement(bundle, None, Reason.NO_CANDIDATES, (), (), {}, {}, strategy))
             continue
         if overloaded_max[chosen]:
-            chosen, _ = _select(allowed, scores, rng_seed)
+            chosen, _ = _select(allowed, scores, config.seed)
             reason = Reason.RESELECTED_OVERLOADED
         assert chosen is not None  # allowed ⊇ kept, which was not empty
+        score = float(scores[chosen])
         preallocated[bundle] = names[chosen]
         preallocate(bundle, chosen)
-        score = float(scores[chosen])
+        if not overloaded_score[chosen]:
+            scores[chosen] = long_term[chosen] + extra[chosen]
+        over_topics[chosen] = topics[chosen] + extra_topics[chosen] > config.broker_max_topics
         out.append(
             Placement(bundle, names[chosen], reason, (), (), {names[chosen]: score}, {}, strategy)
         )
