@@ -51,6 +51,9 @@ class ClusterSnapshot:
         object.__setattr__(self, "brokers", MappingProxyType(ordered))
         owner_counts: dict[str, Counter[str]] = {}
         namespaces_by_owner: dict[str, set[str]] = {}
+        position = {name: i for i, name in enumerate(ordered)}
+        owned_namespaces: list[str] = []
+        owner_positions: list[int] = []
         for bundle in self.bundles.values():
             if bundle.owner is None:
                 continue
@@ -62,6 +65,19 @@ class ClusterSnapshot:
             namespace = bundle.name.rsplit("/", 1)[0]
             owner_counts.setdefault(namespace, Counter())[bundle.owner] += 1
             namespaces_by_owner.setdefault(bundle.owner, set()).add(namespace)
+            owned_namespaces.append(namespace)
+            owner_positions.append(position[bundle.owner])
+        # Owners grouped by namespace, for dense per-namespace counts on demand.
+        namespace_ids: dict[str, int] = {ns: i for i, ns in enumerate(owner_counts)}
+        ids = np.asarray([namespace_ids[ns] for ns in owned_namespaces], dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        starts = np.searchsorted(ids[order], np.arange(len(namespace_ids) + 1))
+        object.__setattr__(self, "_namespace_ids", namespace_ids)
+        object.__setattr__(
+            self,
+            "_owners_by_namespace",
+            (np.asarray(owner_positions, dtype=np.int64)[order], starts),
+        )
         long_term = {}
         for name, broker in ordered.items():
             long_term[name] = sum(
@@ -88,6 +104,15 @@ class ClusterSnapshot:
     def bundle_counts(self, namespace: str) -> Counter[str]:
         """Owner -> number of the namespace's bundles it owns."""
         return self._owner_counts.get(namespace, Counter())  # type: ignore[attr-defined, no-any-return]
+
+    def bundle_count_array(self, namespace: str) -> np.ndarray:
+        """Bundles of ``namespace`` owned per broker, as an array in broker order (a new array)."""
+        index = self._namespace_ids.get(namespace)  # type: ignore[attr-defined]
+        if index is None:
+            return np.zeros(len(self.brokers), dtype=np.int64)
+        owners, starts = self._owners_by_namespace  # type: ignore[attr-defined]
+        segment = owners[starts[index] : starts[index + 1]]
+        return np.bincount(segment, minlength=len(self.brokers))
 
     def namespaces_owned_by(self, broker: str) -> set[str]:
         """Namespaces of which ``broker`` owns at least one bundle."""

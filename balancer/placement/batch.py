@@ -4,6 +4,7 @@ milliseconds. Used for the bundles one shedding cycle unloads."""
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -69,10 +70,7 @@ def place_many(
 
     def namespace_counts(namespace: str) -> np.ndarray:
         if namespace not in counts:
-            array = np.zeros(len(names), dtype=np.int64)
-            for owner, n in snapshot.bundle_counts(namespace).items():
-                array[position[owner]] = n
-            counts[namespace] = array
+            counts[namespace] = snapshot.bundle_count_array(namespace)
         return counts[namespace]
 
     def preallocate(bundle: str, broker: int) -> None:
@@ -87,15 +85,16 @@ def place_many(
         preallocate(bundle, position[broker])
     # Scores and the topic limit change only at the broker just chosen: kept up to date in place.
     scores = np.where(overloaded_score, np.inf, long_term + extra)
-    over_topics = (topics + extra_topics) > config.broker_max_topics
+    active_count = int(active.sum())
+    within_topics = (topics + extra_topics) <= config.broker_max_topics
     out: list[Placement] = []
     for bundle in bundles:
         allowed = active
         source = (sources or {}).get(bundle)
-        if source in position and allowed[position[source]] and allowed.sum() > 1:
+        if source in position and allowed[position[source]] and active_count > 1:
             allowed = active.copy()
             allowed[position[source]] = False
-        kept = allowed & ~over_topics
+        kept = allowed & within_topics
         if not kept.any():
             kept = allowed
         if config.is_distribute_bundles_evenly_enabled:
@@ -129,7 +128,7 @@ def place_many(
         preallocate(bundle, chosen)
         if not overloaded_score[chosen]:
             scores[chosen] = long_term[chosen] + extra[chosen]
-        over_topics[chosen] = topics[chosen] + extra_topics[chosen] > config.broker_max_topics
+        within_topics[chosen] = topics[chosen] + extra_topics[chosen] <= config.broker_max_topics
         out.append(
             Placement(bundle, names[chosen], reason, (), (), {names[chosen]: score}, {}, strategy)
         )
@@ -150,7 +149,13 @@ def _select(mask: np.ndarray, scores: np.ndarray, seed: int) -> tuple[int | None
     else:
         pool = indices[sub == best]
         reason = Reason.LEAST_LOADED
-    return int(pool[random.Random(seed).randrange(pool.size)]), reason
+    return int(pool[_first_draw(seed, int(pool.size))]), reason
+
+
+@functools.lru_cache(maxsize=4096)
+def _first_draw(seed: int, size: int) -> int:
+    """``random.Random(seed).randrange(size)``: what a freshly seeded choice picks (cached)."""
+    return random.Random(seed).randrange(size)
 
 
 def _one_by_one(
