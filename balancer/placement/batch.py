@@ -73,16 +73,40 @@ def place_many(
             counts[namespace] = snapshot.bundle_count_array(namespace)
         return counts[namespace]
 
+    def count(bundle: str, broker: int, sign: int) -> None:
+        load = snapshot.bundles.get(bundle)
+        if load is not None:
+            extra_topics[broker] += sign * load.topics
+        if load is None or load.owner is None:
+            namespace_counts(namespace_of_bundle(bundle))[broker] += sign
+
+    def resum(broker: int) -> None:
+        # The one-by-one sum, in the dict's order: exact, not just close.
+        total = 0.0
+        for other, owner in preallocated.items():
+            if owner == names[broker] and other in snapshot.bundles:
+                total += snapshot.bundles[other].long_term.msg_rate
+        extra[broker] = total
+
     def preallocate(bundle: str, broker: int) -> None:
+        """Record ``bundle`` on ``broker``, replacing an earlier preallocation of it."""
+        earlier = preallocated.get(bundle)
+        preallocated[bundle] = names[broker]
+        if earlier is not None and not initial:
+            count(bundle, position[earlier], -1)
+            count(bundle, broker, +1)
+            resum(position[earlier])
+            resum(broker)
+            return
+        count(bundle, broker, +1)
         load = snapshot.bundles.get(bundle)
         if load is not None:
             extra[broker] += load.long_term.msg_rate
-            extra_topics[broker] += load.topics
-        if load is None or load.owner is None:
-            namespace_counts(namespace_of_bundle(bundle))[broker] += 1
 
-    for bundle, broker in preallocated.items():
+    initial = True
+    for bundle, broker in list(preallocated.items()):
         preallocate(bundle, position[broker])
+    initial = False
     # Scores and the topic limit change only at the broker just chosen: kept up to date in place.
     scores = np.where(overloaded_score, np.inf, long_term + extra)
     active_count = int(active.sum())
@@ -124,11 +148,12 @@ def place_many(
             reason = Reason.RESELECTED_OVERLOADED
         assert chosen is not None  # allowed ⊇ kept, which was not empty
         score = float(scores[chosen])
-        preallocated[bundle] = names[chosen]
+        earlier = preallocated.get(bundle)
         preallocate(bundle, chosen)
-        if not overloaded_score[chosen]:
-            scores[chosen] = long_term[chosen] + extra[chosen]
-        within_topics[chosen] = topics[chosen] + extra_topics[chosen] <= config.broker_max_topics
+        for i in {chosen, position[earlier] if earlier is not None else chosen}:
+            if not overloaded_score[i]:
+                scores[i] = long_term[i] + extra[i]
+            within_topics[i] = topics[i] + extra_topics[i] <= config.broker_max_topics
         out.append(
             Placement(bundle, names[chosen], reason, (), (), {names[chosen]: score}, {}, strategy)
         )

@@ -77,10 +77,15 @@ def least_resource_usage_with_weight(
     | 10 %, 30 %, 80 % | 40 % | 10 %, 30 % |
     | 40, 40, 40, 40, 69, 70 % | 49.8 % | none -> all six |
 
+    When the candidates report weightedMaxEMA (the extensible load manager's BrokerLoadData),
+    the extensible variant decides instead (PULSAR.md §7.5).
+
     Source: Pulsar modular LeastResourceUsageWithWeight (PULSAR.md §7.2).
     """
     if not candidates:
         return None, {}
+    if any(snapshot.brokers[n].weighted_max_ema is not None for n in candidates):
+        return _extensible_least_resource_usage(snapshot, candidates, config)
     state = state if state is not None else {}
     history: dict[str, float] = dict(state.get("brokerAvgResourceUsageWithWeight", {}))
     state["brokerAvgResourceUsageWithWeight"] = history
@@ -98,6 +103,23 @@ def least_resource_usage_with_weight(
     diff = config.average_resource_usage_difference_fraction
     best = sorted(n for n in candidates if scores[n] + diff <= mean) or sorted(candidates)
     return random.Random(config.seed).choice(best), scores
+
+
+def _extensible_least_resource_usage(
+    snapshot: ClusterSnapshot, candidates: list[str], config: PulsarConfig
+) -> tuple[str | None, dict[str, float]]:
+    """The extensible load manager's variant, chosen when brokers report weightedMaxEMA: usage
+    is that figure (no local history); brokers without it are left out of the mean and of the
+    best set, but stay in the all-candidates fallback (PULSAR.md §7.5)."""
+    scores = {
+        n: snapshot.brokers[n].weighted_max_ema
+        for n in candidates
+        if snapshot.brokers[n].weighted_max_ema is not None
+    }
+    mean = sum(scores.values()) / len(scores)
+    diff = config.average_resource_usage_difference_fraction
+    best = sorted(n for n, s in scores.items() if s + diff <= mean) or sorted(candidates)
+    return random.Random(config.seed).choice(best), {n: float(s) for n, s in scores.items()}
 
 
 def avg_shedder_select(

@@ -210,6 +210,7 @@ def test_batch_placement_decides_as_placing_one_by_one(snapshot, seed, even, str
         }
     )
     bundles = list(snapshot.bundles)[:8]
+    bundles += bundles[:2]  # a bundle placed twice replaces its earlier preallocation
     sources = {b: snapshot.bundles[b].owner for b in bundles if snapshot.bundles[b].owner}
     batch, batch_state = place_many(
         snapshot, bundles, config, {}, strategy=strategy, sources=sources

@@ -85,3 +85,52 @@ def test_place_uses_it_by_name_and_returns_its_state():
     )
     assert placement.broker in {"b0", "b1"}
     assert set(placement.state["brokerAvgResourceUsageWithWeight"]) == {"b0", "b1", "b2"}
+
+
+def ema_cluster(emas):
+    brokers = {n: BrokerLoad(n, weighted_max_ema=e) for n, e in emas.items()}
+    return ClusterSnapshot(0, brokers, {})
+
+
+def test_extensible_variant_uses_reported_ema_without_history():
+    # Pulsar's extensible test: 10 %, 30 %, 60 % with a 5 % margin (mean 33.3 %) -> broker 1 only.
+    config = PulsarConfig.from_keys(
+        {"loadBalancerAverageResourceUsageDifferenceThresholdPercentage": 5}
+    )
+    snap = ema_cluster({"1": 0.1, "2": 0.3, "3": 0.6})
+    state = {}
+    assert least_resource_usage_with_weight(snap, ["1", "2", "3"], config, {}, state)[0] == "1"
+    assert state == {}  # nothing remembered
+
+
+def test_extensible_variant_leaves_brokers_without_load_data_out_of_the_mean():
+    # Pulsar's testNoLoadDataBrokers: 50 % and 100 % with broker 5 unknown -> broker 1.
+    config = PulsarConfig.from_keys(
+        {"loadBalancerAverageResourceUsageDifferenceThresholdPercentage": 5}
+    )
+    snap = ClusterSnapshot(
+        0,
+        {
+            "1": BrokerLoad("1", weighted_max_ema=0.5),
+            "2": BrokerLoad("2", weighted_max_ema=1.0),
+            "5": BrokerLoad("5"),
+        },
+        {},
+    )
+    assert least_resource_usage_with_weight(snap, ["1", "2", "5"], config, {}, {})[0] == "1"
+    both_full = ClusterSnapshot(
+        0,
+        {
+            "1": BrokerLoad("1", weighted_max_ema=1.0),
+            "2": BrokerLoad("2", weighted_max_ema=1.0),
+            "5": BrokerLoad("5"),
+        },
+        {},
+    )
+    chosen = {
+        least_resource_usage_with_weight(
+            both_full, ["1", "2", "5"], PulsarConfig.from_keys({"seed": s}), {}, {}
+        )[0]
+        for s in range(30)
+    }
+    assert chosen == {"1", "2", "5"}  # no best: every candidate, the unknown one included

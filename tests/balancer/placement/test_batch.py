@@ -1,0 +1,62 @@
+import pytest
+
+from balancer.config import PulsarConfig
+from balancer.decisions import Reason
+from balancer.errors import InvalidSnapshot
+from balancer.placement.batch import place_many
+from balancer.placement.place import place
+from tests.balancer.builders import broker, bundle, snapshot
+
+
+def one_by_one(snap, bundles, config, state):
+    out = []
+    for name in bundles:
+        placement = place(snap, name, config, state)
+        state = placement.state
+        out.append((placement.broker, placement.reason))
+    return out, state
+
+
+def test_unknown_candidates_are_refused():
+    with pytest.raises(InvalidSnapshot):
+        place_many(snapshot([broker("a", 10)]), ["x/1"], PulsarConfig(), {}, candidates=["zz"])
+
+
+def test_state_preallocations_and_unknown_or_repeated_bundles_decide_as_one_by_one():
+    snap = snapshot(
+        [broker("a", 10, topics=5), broker("b", 10, topics=1), broker("c", 10)],
+        [bundle("ns/1", None, 0, 50), bundle("ns/2", "a", 0, 10)],
+    )
+    config = PulsarConfig.from_keys({"loadBalancerBrokerMaxTopics": 4})
+    state = {"preallocated": {"ns/1": "b", "ns/gone": "c"}}
+    names = ["ns/1", "ns/new", "ns/1", "other/1", "ns/2"]
+    batch, batch_state = place_many(snap, names, config, dict(state))
+    expected, expected_state = one_by_one(snap, names, config, dict(state))
+    assert [(p.broker, p.reason) for p in batch] == expected
+    assert batch_state["preallocated"] == expected_state["preallocated"]
+
+
+def test_when_every_broker_is_over_the_topic_limit_all_stay_candidates():
+    snap = snapshot([broker("a", 10, topics=9), broker("b", 10, topics=9)], [bundle("ns/1", None)])
+    config = PulsarConfig.from_keys({"loadBalancerBrokerMaxTopics": 1})
+    [placed], _ = place_many(snap, ["ns/1"], config, {})
+    assert placed.broker == place(snap, "ns/1", config, {}).broker
+
+
+def test_no_active_broker_places_nothing():
+    snap = snapshot([broker("a", 10, state="drained")], [bundle("ns/1", None)])
+    [placed], state = place_many(snap, ["ns/1"], PulsarConfig(), {})
+    assert (placed.broker, placed.reason) == (None, Reason.NO_CANDIDATES)
+    assert state["preallocated"] == {}
+
+
+def test_even_distribution_off_and_reselection_match_one_by_one():
+    snap = snapshot(
+        [broker("a", 95), broker("b", 10), broker("c", 20)],
+        [bundle("ns/1", "b"), bundle("ns/2", "c"), bundle("ns/3", None)],
+    )
+    for even in (True, False):
+        config = PulsarConfig.from_keys({"loadBalancerDistributeBundlesEvenlyEnabled": even})
+        batch, _ = place_many(snap, ["ns/3", "ns/4"], config, {})
+        expected, _ = one_by_one(snap, ["ns/3", "ns/4"], config, {})
+        assert [(p.broker, p.reason) for p in batch] == expected
