@@ -115,13 +115,21 @@ def _place_all(
     return placements
 
 
-def _bundle_by_name(name: str) -> Bundle:
+def _bundle_by_name(name: str, *, for_update: bool = False) -> Bundle:
+    """The bundle row named ``tenant/ns/0xLOWER_0xUPPER``, locked when ``for_update``.
+
+    Raises:
+        ConsoleError: 400 for a malformed name, 404 for an unknown bundle.
+    """
     try:
         parsed = bundle_ops.parse_bundle_name(name)
     except BalancerError as exc:
         raise ConsoleError(exc.message, field="bundle") from None
+    rows = Bundle.objects.select_related("namespace", "owner")
+    if for_update:
+        rows = rows.select_for_update()
     try:
-        return Bundle.objects.select_related("namespace", "owner").get(
+        return rows.get(
             namespace__name=parsed.namespace, lower=parsed.range.lower, upper=parsed.range.upper
         )
     except Bundle.DoesNotExist:
@@ -205,12 +213,7 @@ def bundle_unload(
     """
     now = now or timezone.now()
     with transaction.atomic():
-        bundle = _bundle_by_name(bundle_name)
-        bundle = (
-            Bundle.objects.select_for_update()
-            .select_related("namespace", "owner")
-            .get(pk=bundle.pk)
-        )
+        bundle = _bundle_by_name(bundle_name, for_update=True)
         if bundle.owner is None:
             raise ConsoleError(
                 f"bundle {bundle_name} has no owner; nothing to unload", status=409, field="bundle"
@@ -532,12 +535,7 @@ def bundle_split(
         )
     _, split_at = get_split_algorithm(name)
     with transaction.atomic():
-        bundle = _bundle_by_name(bundle_name)
-        bundle = (
-            Bundle.objects.select_for_update()
-            .select_related("namespace", "owner")
-            .get(pk=bundle.pk)
-        )
+        bundle = _bundle_by_name(bundle_name, for_update=True)
         value = bundle.value
         try:
             # Reports carry the bundle's topic count, not its topics: stand-ins keep the count
