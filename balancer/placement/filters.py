@@ -170,3 +170,37 @@ def anti_affinity(
         if counts[name] != least
     ]
     return [n for n in kept if counts[n] == least], rejected
+
+
+def should_anti_affinity_unload(
+    snapshot: ClusterSnapshot, bundle: str, owner: str, candidates: list[str]
+) -> bool:
+    """Whether unloading ``bundle`` from ``owner`` can improve its anti-affinity group's spread.
+
+    Over the candidate brokers, with count = namespaces of the group a broker owns: unload when
+    the least count is 0 or the owner's count is above the least; otherwise only when not every
+    candidate has the least count. Bundles of namespaces without a group always may go.
+
+    | owner b0 holds | others hold | unload? |
+    |---|---|---|
+    | 1 | b1: 0 | yes |
+    | 1 | b1: 1, b2: 0 | yes |
+    | 1 | b1: 1, b2: 1 | no |
+
+    Source: Pulsar LoadManagerShared.shouldAntiAffinityNamespaceUnload (PULSAR.md §8.3).
+    """
+    policy = snapshot.namespaces.get(namespace_of_bundle(bundle))
+    group = (policy.anti_affinity_group or "").strip().lower() if policy else ""
+    if not group or not candidates:
+        return True
+    members = {
+        name
+        for name, ns in snapshot.namespaces.items()
+        if (ns.anti_affinity_group or "").strip().lower() == group
+    }
+    counts = {name: len(snapshot.namespaces_owned_by(name) & members) for name in candidates}
+    least = min(counts.values())
+    current = len(snapshot.namespaces_owned_by(owner) & members)
+    if least == 0 or current > least:
+        return True
+    return not all(count == least for count in counts.values())

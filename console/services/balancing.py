@@ -21,9 +21,10 @@ from django.utils import timezone
 
 from balancer import bundles as bundle_ops
 from balancer.bundles import split_boundaries
-from balancer.decisions import Placement, Reason, SheddingDecision, Unload
+from balancer.decisions import Placement, Reason, SheddingDecision, Skip, Unload
 from balancer.errors import BalancerError, ImpossibleSplit
 from balancer.hashing import format_hash, topic_hash
+from balancer.placement.filters import should_anti_affinity_unload
 from balancer.placement.place import place
 from balancer.registry import get_placement_strategy, get_shedder, get_split_algorithm
 from balancer.safety import SafetyConfig, drain_unloads, lost_brokers, screen_unloads
@@ -409,9 +410,18 @@ def shedding_tick_run(*, now: datetime | None = None, lock_ttl_s: float = 60) ->
             config.state = {**config.state, name: result.state}
             config.save(update_fields=["state"])
             moves = dict(snapshot.recently_unloaded)
-            kept, refused = screen_unloads(
-                [u for u in result.unloads if u.source not in lost], snapshot, moves, safety
-            )
+            candidates = [n for n, b in snapshot.brokers.items() if b.is_active and n not in lost]
+            proposed, guarded = [], []
+            for unload in result.unloads:
+                if unload.source in lost:
+                    continue
+                # Pulsar skips an unload that cannot improve its anti-affinity group's spread.
+                if should_anti_affinity_unload(snapshot, unload.bundle, unload.source, candidates):
+                    proposed.append(unload)
+                else:
+                    guarded.append(Skip("bundle", unload.bundle, Reason.ANTI_AFFINITY))
+            kept, refused = screen_unloads(proposed, snapshot, moves, safety)
+            refused = guarded + refused
             decision = Decision.objects.create(
                 at=now,
                 kind=Decision.Kind.SHED,

@@ -330,3 +330,44 @@ def test_the_tick_runs_at_the_configured_loop_interval(cluster):
     assert ClusterSample.objects.count() == 1
     shedding_tick_run(now=NOW + timedelta(seconds=60))
     assert ClusterSample.objects.count() == 2
+
+
+def test_anti_affinity_guard_keeps_a_bundle_that_cannot_spread_better(cluster):
+    from console.models import Namespace
+
+    Namespace.objects.filter(name__in=["acme/orders", "acme/payments"]).update(
+        anti_affinity_group="pay"
+    )
+    # Every broker already owns bundles of both group namespaces: moving one cannot help.
+    own_all(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
+    ingest(
+        report(
+            "broker-1",
+            90,
+            bundles=names_of("broker-1"),
+            throughput_mib=480,
+            timestamp=NOW.timestamp(),
+        )
+    )
+    ingest(
+        report(
+            "broker-2",
+            10,
+            bundles=names_of("broker-2"),
+            throughput_mib=80,
+            timestamp=NOW.timestamp(),
+        )
+    )
+    ingest(
+        report(
+            "broker-3",
+            10,
+            bundles=names_of("broker-3"),
+            throughput_mib=80,
+            timestamp=NOW.timestamp(),
+        )
+    )
+    decision = shedding_tick_run(now=NOW)
+    assert decision.details["unloads"]
+    assert {r["reason"] for r in decision.details["refused"]} == {"AntiAffinity"}
+    assert AuditEvent.objects.filter(action="unload").count() == 0

@@ -230,3 +230,36 @@ def test_top_bundles_are_derived_from_owned_bundles_when_not_reported():
     decision = shed(ClusterSnapshot(NOW, {"a": a, "b": b}, bundles), config, READY)
     # top-2 by bandwidth in: x/2 and x/3, walked smallest first; x/2 is the last, so it stays.
     assert [u.bundle for u in decision.unloads] == ["x/3"]
+
+
+def test_broker_load_data_ema_matches_pulsars_broker_load_data_test():
+    # PULSAR.md §0.4 (BrokerLoadDataTest): weights 0.5, history 0.75. Report 1: cpu 1 %, memory
+    # 400 %, direct 2 %, in 3 %, out 4 %, throughput 1 + 2 -> maxResourceUsage 0.04,
+    # weightedMaxEMA 2.0, msgThroughputEMA 3. Report 2: cpu 300 %, memory 100 %, throughput
+    # 5 + 6 -> 3.0, 1.875, 5.
+    weights = {
+        f"loadBalancer{r}ResourceWeight": 0.5
+        for r in ("CPU", "Memory", "DirectMemory", "BandwidthIn", "BandwidthOut")
+    }
+    config = PulsarConfig.from_keys({**weights, "loadBalancerHistoryResourcePercentage": 0.75})
+
+    def report(cpu, mem, tin, tout):
+        return BrokerLoad(
+            "a",
+            cpu=ResourceUsage(cpu, 100),
+            memory=ResourceUsage(mem, 100),
+            direct_memory=ResourceUsage(2, 100),
+            bandwidth_in=ResourceUsage(3, 100),
+            bandwidth_out=ResourceUsage(4, 100),
+            rates=MessageRates(0, 0, tin, tout),
+        )
+
+    first_load = report(1, 400, 1, 2)
+    first = shed(ClusterSnapshot(NOW, {"a": first_load}, {}), config, {})
+    assert first_load.max_resource_usage() == pytest.approx(0.04)
+    assert first.state["brokerLoadData"]["a"] == {"weightedMaxEMA": 2.0, "msgThroughputEMA": 3.0}
+    second_load = report(300, 100, 5, 6)
+    second = shed(ClusterSnapshot(NOW, {"a": second_load}, {}), config, first.state)
+    assert second_load.max_resource_usage() == pytest.approx(3.0)
+    assert second.state["brokerLoadData"]["a"]["weightedMaxEMA"] == pytest.approx(1.875)
+    assert second.state["brokerLoadData"]["a"]["msgThroughputEMA"] == pytest.approx(5.0)
