@@ -105,14 +105,13 @@ class ClusterSnapshot:
         """Owner -> number of the namespace's bundles it owns."""
         return self._owner_counts.get(namespace, Counter())  # type: ignore[attr-defined, no-any-return]
 
-    def bundle_count_array(self, namespace: str) -> np.ndarray:
-        """Bundles of ``namespace`` owned per broker, as an array in broker order (a new array)."""
+    def bundle_owner_positions(self, namespace: str) -> np.ndarray:
+        """The owner of each owned bundle of ``namespace``, as broker positions (name order)."""
         index = self._namespace_ids.get(namespace)  # type: ignore[attr-defined]
-        if index is None:
-            return np.zeros(len(self.brokers), dtype=np.int64)
         owners, starts = self._owners_by_namespace  # type: ignore[attr-defined]
-        segment = owners[starts[index] : starts[index + 1]]
-        return np.bincount(segment, minlength=len(self.brokers))
+        if index is None:
+            return owners[:0]  # type: ignore[no-any-return]
+        return owners[starts[index] : starts[index + 1]]  # type: ignore[no-any-return]
 
     def namespaces_owned_by(self, broker: str) -> set[str]:
         """Namespaces of which ``broker`` owns at least one bundle."""

@@ -4,6 +4,7 @@ milliseconds. Used for the bundles one shedding cycle unloads."""
 
 from __future__ import annotations
 
+import bisect
 import functools
 import random
 from collections.abc import Mapping, Sequence
@@ -66,19 +67,35 @@ def place_many(
     preallocated: dict[str, str] = dict(state.get("preallocated", {}))
     extra = np.zeros(len(names), dtype=np.float64)
     extra_topics = np.zeros(len(names), dtype=np.int64)
-    counts: dict[str, np.ndarray] = {}
+    # Per namespace: broker position -> bundles owned or preallocated (only counts above 0).
+    counts: dict[str, dict[int, int]] = {}
 
-    def namespace_counts(namespace: str) -> np.ndarray:
+    def namespace_counts(namespace: str) -> dict[int, int]:
         if namespace not in counts:
-            counts[namespace] = snapshot.bundle_count_array(namespace)
+            owners = snapshot.bundle_owner_positions(namespace).tolist()
+            tally: dict[int, int] = {}
+            for owner in owners:
+                tally[owner] = tally.get(owner, 0) + 1
+            counts[namespace] = tally
         return counts[namespace]
+
+    def dense(tally: dict[int, int]) -> np.ndarray:
+        array = np.zeros(len(names), dtype=np.int64)
+        if tally:
+            array[list(tally)] = list(tally.values())
+        return array
 
     def count(bundle: str, broker: int, sign: int) -> None:
         load = snapshot.bundles.get(bundle)
         if load is not None:
             extra_topics[broker] += sign * load.topics
         if load is None or load.owner is None:
-            namespace_counts(namespace_of_bundle(bundle))[broker] += sign
+            tally = namespace_counts(namespace_of_bundle(bundle))
+            value = tally.get(broker, 0) + sign
+            if value > 0:
+                tally[broker] = value
+            else:
+                tally.pop(broker, None)
 
     def resum(broker: int) -> None:
         # The one-by-one sum, in the dict's order: exact, not just close.
@@ -107,22 +124,28 @@ def place_many(
     for bundle, broker in list(preallocated.items()):
         preallocate(bundle, position[broker])
     initial = False
-    # Scores and the topic limit change only at the broker just chosen: kept up to date in place.
+    # Scores and the topic limit change only at the broker just chosen: kept up to date in place,
+    # with the brokers in score order, so that a placement usually looks at a few brokers only.
     scores = np.where(overloaded_score, np.inf, long_term + extra)
     active_count = int(active.sum())
     within_topics = (topics + extra_topics) <= config.broker_max_topics
+    ok = bytearray((active & within_topics).tolist())
+    ok_count = sum(ok)
+    order = sorted(zip(scores.tolist(), range(len(names)), strict=True))
+    even = config.is_distribute_bundles_evenly_enabled
     out: list[Placement] = []
     for bundle in bundles:
-        allowed = active
         source = (sources or {}).get(bundle)
-        if source in position and allowed[position[source]] and active_count > 1:
-            allowed = active.copy()
-            allowed[position[source]] = False
-        kept = allowed & within_topics
-        if not kept.any():
-            kept = allowed
-        if config.is_distribute_bundles_evenly_enabled:
-            ns_counts = namespace_counts(namespace_of_bundle(bundle))
+        src = position.get(source, -1)
+        if src >= 0 and not (active[src] and active_count > 1):
+            src = -1
+        namespace = namespace_of_bundle(bundle)
+        # Brokers whose count of the namespace, without this bundle itself, is 0 although the
+        # tally lists them: they hold only this bundle.
+        only_this: set[int] = set()
+        tally: dict[int, int] = {}
+        if even:
+            tally = namespace_counts(namespace)
             own = snapshot.bundles.get(bundle)
             corrections = []
             if own is not None and own.owner is not None:
@@ -130,16 +153,42 @@ def place_many(
             earlier = preallocated.get(bundle)
             if earlier is not None and (own is None or own.owner is None):
                 corrections.append(position[earlier])
-            for i in corrections:  # this bundle itself does not count
-                ns_counts[i] -= 1
-            if kept.any():
+            for c in corrections:
+                if tally.get(c, 0) - corrections.count(c) <= 0:
+                    only_this.add(c)
+        chosen, reason = None, Reason.NO_CANDIDATES
+        candidates_left = ok_count - (1 if src >= 0 and ok[src] else 0)
+        if candidates_left > len(tally) - len(only_this):
+            # Some candidate holds none of the namespace: the least count is 0, and the choice
+            # is the lowest score among such candidates, found in score order.
+            pool: list[int] = []
+            best = np.inf
+            for value, i in order:
+                if pool and value != best:
+                    break
+                if ok[i] and i != src and (i not in tally or i in only_this):
+                    best = value
+                    pool.append(i)
+            if best != np.inf:
+                pool.sort()
+                chosen, reason = pool[_first_draw(config.seed, len(pool))], Reason.LEAST_LOADED
+        allowed = active
+        if (chosen is None or overloaded_max[chosen]) and src >= 0:
+            allowed = active.copy()
+            allowed[src] = False
+        if chosen is None:
+            kept = allowed & within_topics
+            if not kept.any():
+                kept = allowed
+            if even and kept.any():
+                ns_counts = dense(tally)
+                for c in corrections:  # this bundle itself does not count
+                    ns_counts[c] -= 1
                 least = ns_counts[kept].min()
                 kept = kept & (ns_counts == least)
-            for i in corrections:
-                ns_counts[i] += 1
-        if not kept.any():
-            kept = allowed
-        chosen, reason = _select(kept, scores, config.seed)
+            if not kept.any():
+                kept = allowed
+            chosen, reason = _select(kept, scores, config.seed)
         if chosen is None:
             out.append(Placement(bundle, None, Reason.NO_CANDIDATES, (), (), {}, {}, strategy))
             continue
@@ -152,8 +201,16 @@ def place_many(
         preallocate(bundle, chosen)
         for i in {chosen, position[earlier] if earlier is not None else chosen}:
             if not overloaded_score[i]:
-                scores[i] = long_term[i] + extra[i]
-            within_topics[i] = topics[i] + extra_topics[i] <= config.broker_max_topics
+                old, new = float(scores[i]), float(long_term[i] + extra[i])
+                if new != old:
+                    del order[bisect.bisect_left(order, (old, i))]
+                    bisect.insort(order, (new, i))
+                    scores[i] = new
+            within = bool(topics[i] + extra_topics[i] <= config.broker_max_topics)
+            within_topics[i] = within
+            now_ok = int(bool(active[i]) and within)
+            ok_count += now_ok - ok[i]
+            ok[i] = now_ok
         out.append(
             Placement(bundle, names[chosen], reason, (), (), {names[chosen]: score}, {}, strategy)
         )
