@@ -145,19 +145,20 @@ class ClusterSnapshot:
         epoch or NaN). Computed once per broker and kept."""
         cache = self._by_throughput  # type: ignore[attr-defined]
         if broker not in cache:
-            rows = sorted(
-                (
-                    (-self.bundles[b].short_term.throughput, b)
-                    for b in self.brokers[broker].bundles
-                    if b in self.bundles
-                ),
+            known = sorted(b for b in self.brokers[broker].bundles if b in self.bundles)
+            throughputs = np.fromiter(
+                (self.bundles[b].short_term.throughput for b in known),
+                dtype=np.float64,
+                count=len(known),
             )
-            names = [name for _, name in rows]
+            order = np.argsort(-throughputs, kind="stable")  # ties keep name order
+            names = [known[i] for i in order.tolist()]
+            unloaded = self.recently_unloaded
             cache[broker] = (
                 names,
-                np.asarray([-t for t, _ in rows], dtype=np.float64),
-                np.asarray(
-                    [self.recently_unloaded.get(n, np.nan) for n in names], dtype=np.float64
+                throughputs[order],
+                np.fromiter(
+                    (unloaded.get(n, np.nan) for n in names), dtype=np.float64, count=len(names)
                 ),
             )
         return cache[broker]  # type: ignore[no-any-return]
