@@ -60,3 +60,56 @@ def test_even_distribution_off_and_reselection_match_one_by_one():
         batch, _ = place_many(snap, ["ns/3", "ns/4"], config, {})
         expected, _ = one_by_one(snap, ["ns/3", "ns/4"], config, {})
         assert [(p.broker, p.reason) for p in batch] == expected
+
+
+def test_other_strategies_and_anti_affinity_groups_place_one_by_one():
+    from balancer.snapshot import ClusterSnapshot, NamespacePolicy
+
+    snap = snapshot([broker("a", 10), broker("b", 30)], [bundle("ns/1", None)])
+    [placed], state = place_many(
+        snap,
+        ["ns/1"],
+        PulsarConfig(),
+        {},
+        strategy="LeastResourceUsageWithWeight",
+        sources={"ns/1": "a"},
+    )
+    assert placed.broker == "b"  # the source is not a candidate
+    assert "brokerAvgResourceUsageWithWeight" in state
+    grouped = ClusterSnapshot(
+        snap.now, snap.brokers, snap.bundles, {"ns": NamespacePolicy("ns", "g")}
+    )
+    [placed], _ = place_many(grouped, ["ns/1"], PulsarConfig(), {})
+    assert placed.broker == place(grouped, "ns/1", PulsarConfig(), {}).broker
+
+
+def test_a_drained_source_or_the_only_active_broker_stays_a_candidate():
+    snap = snapshot([broker("a", 10), broker("b", 10, state="drained")], [bundle("ns/1", "b")])
+    [placed], _ = place_many(snap, ["ns/1"], PulsarConfig(), {}, sources={"ns/1": "a"})
+    assert placed.broker == "a"  # excluding a would leave nobody
+
+
+def test_replacing_a_bundle_whose_owner_holds_more_of_the_namespace():
+    # a owns two bundles of ns: the one being placed does not count, the other still does.
+    snap = snapshot(
+        [broker("a", 10), broker("b", 10), broker("c", 10)],
+        [bundle("ns/1", "a"), bundle("ns/2", "a"), bundle("ns/3", "b")],
+    )
+    batch, _ = place_many(snap, ["ns/1"], PulsarConfig(), {})
+    expected, _ = one_by_one(snap, ["ns/1"], PulsarConfig(), {})
+    assert [(p.broker, p.reason) for p in batch] == expected == [("c", Reason.LEAST_LOADED)]
+
+
+def test_every_bundle_in_the_grace_period_selects_nothing():
+    from balancer.shedding.common import select_bundles_by_throughput
+
+    snap = snapshot(
+        [broker("a", 90, ("ns/1",), 100)],
+        [bundle("ns/1", "a", 100)],
+        recently_unloaded={"ns/1": 999_990.0},
+    )
+    unloads, skipped = select_bundles_by_throughput(
+        snap, snap.brokers["a"], 10.0, 60.0, Reason.OVERLOADED
+    )
+    assert unloads == []
+    assert skipped[0].reason == Reason.COOL_DOWN
