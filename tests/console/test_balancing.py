@@ -64,6 +64,14 @@ def own_all(owner_of):
         bundle.save()
 
 
+def report_all(loads):
+    """Each broker reports its owned bundles at NOW: broker -> (cpu %, throughput MiB/s)."""
+    for name, (cpu, mib) in loads.items():
+        ingest(
+            report(name, cpu, bundles=names_of(name), throughput_mib=mib, timestamp=NOW.timestamp())
+        )
+
+
 def names_of(broker):
     return [
         b.name
@@ -215,33 +223,7 @@ def test_draining_the_last_active_broker_is_refused(cluster, operator):
 def test_safety_rules_refuse_unloads_and_say_why(cluster, settings):
     settings.FULCRUM_BLACKLIST = ["acme/*"]
     own_all(lambda i: "broker-1" if i < 6 else ("broker-2" if i < 7 else "broker-3"))
-    ingest(
-        report(
-            "broker-1",
-            90,
-            bundles=names_of("broker-1"),
-            throughput_mib=480,
-            timestamp=NOW.timestamp(),
-        )
-    )
-    ingest(
-        report(
-            "broker-2",
-            10,
-            bundles=names_of("broker-2"),
-            throughput_mib=80,
-            timestamp=NOW.timestamp(),
-        )
-    )
-    ingest(
-        report(
-            "broker-3",
-            10,
-            bundles=names_of("broker-3"),
-            throughput_mib=80,
-            timestamp=NOW.timestamp(),
-        )
-    )
+    report_all({"broker-1": (90, 480), "broker-2": (10, 80), "broker-3": (10, 80)})
     decision = shedding_tick_run(now=NOW)
     assert AuditEvent.objects.filter(action="unload").count() == 0
     assert {r["reason"] for r in decision.details["refused"]} == {"Blacklisted"}
@@ -340,33 +322,7 @@ def test_anti_affinity_guard_keeps_a_bundle_that_cannot_spread_better(cluster):
     )
     # Every broker already owns bundles of both group namespaces: moving one cannot help.
     own_all(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
-    ingest(
-        report(
-            "broker-1",
-            90,
-            bundles=names_of("broker-1"),
-            throughput_mib=480,
-            timestamp=NOW.timestamp(),
-        )
-    )
-    ingest(
-        report(
-            "broker-2",
-            10,
-            bundles=names_of("broker-2"),
-            throughput_mib=80,
-            timestamp=NOW.timestamp(),
-        )
-    )
-    ingest(
-        report(
-            "broker-3",
-            10,
-            bundles=names_of("broker-3"),
-            throughput_mib=80,
-            timestamp=NOW.timestamp(),
-        )
-    )
+    report_all({"broker-1": (90, 480), "broker-2": (10, 80), "broker-3": (10, 80)})
     decision = shedding_tick_run(now=NOW)
     assert decision.details["unloads"]
     assert {r["reason"] for r in decision.details["refused"]} == {"AntiAffinity"}
