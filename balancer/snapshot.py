@@ -95,7 +95,7 @@ class ClusterSnapshot:
         object.__setattr__(self, "_long_term_rate", long_term)
         object.__setattr__(self, "_percents", {r: _percent(*arrays[r]) for r in RESOURCES})
         object.__setattr__(self, "_usage_cache", {})
-        object.__setattr__(self, "_by_throughput", {})
+        object.__setattr__(self, "_reported", self._reported_by_throughput(ordered))
 
     def owned_bundles(self, broker: str) -> list[BundleLoad]:
         """Bundles whose owner is ``broker`` (by the ownership table, not the broker's report)."""
@@ -139,29 +139,44 @@ class ClusterSnapshot:
         values = self._percents[resource].tolist()  # type: ignore[attr-defined]
         return dict(zip(self.brokers, values, strict=True))
 
+    def _reported_by_throughput(
+        self, ordered: Mapping[str, BrokerLoad]
+    ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+        """Every broker's reported, known bundles, grouped by broker and ordered by descending
+        short-term throughput then name, as flat columns (built once, with the snapshot)."""
+        names: list[str] = []
+        groups: list[int] = []
+        for index, broker in enumerate(ordered.values()):
+            known = [b for b in broker.bundles if b in self.bundles]
+            names += known
+            groups += [index] * len(known)
+        count = len(names)
+        throughputs = np.fromiter(
+            (self.bundles[n].short_term.throughput for n in names), dtype=np.float64, count=count
+        )
+        unloaded = self.recently_unloaded
+        unloaded_at = np.fromiter(
+            (unloaded.get(n, np.nan) for n in names), dtype=np.float64, count=count
+        )
+        name_rank = (
+            np.unique(np.asarray(names, dtype=object), return_inverse=True)[1] if names else []
+        )
+        order = np.lexsort((name_rank, -throughputs, np.asarray(groups, dtype=np.int64)))
+        starts = np.searchsorted(
+            np.asarray(groups, dtype=np.int64)[order], np.arange(len(ordered) + 1)
+        )
+        position = {name: i for i, name in enumerate(ordered)}
+        sorted_names = [names[i] for i in order.tolist()]
+        return sorted_names, throughputs[order], unloaded_at[order], starts, position
+
     def bundles_by_throughput(self, broker: str) -> tuple[list[str], np.ndarray, np.ndarray]:
         """The bundles ``broker`` reports that the snapshot knows, by descending short-term
         throughput (ties by name): (names, throughputs in bytes/s, unload times in s since
-        epoch or NaN). Computed once per broker and kept."""
-        cache = self._by_throughput  # type: ignore[attr-defined]
-        if broker not in cache:
-            known = sorted(b for b in self.brokers[broker].bundles if b in self.bundles)
-            throughputs = np.fromiter(
-                (self.bundles[b].short_term.throughput for b in known),
-                dtype=np.float64,
-                count=len(known),
-            )
-            order = np.argsort(-throughputs, kind="stable")  # ties keep name order
-            names = [known[i] for i in order.tolist()]
-            unloaded = self.recently_unloaded
-            cache[broker] = (
-                names,
-                throughputs[order],
-                np.fromiter(
-                    (unloaded.get(n, np.nan) for n in names), dtype=np.float64, count=len(names)
-                ),
-            )
-        return cache[broker]  # type: ignore[no-any-return]
+        epoch or NaN)."""
+        names, throughputs, unloaded_at, starts, position = self._reported  # type: ignore[attr-defined]
+        index = position[broker]
+        lo, hi = int(starts[index]), int(starts[index + 1])
+        return names[lo:hi], throughputs[lo:hi], unloaded_at[lo:hi]
 
     def max_usage(self) -> dict[str, float]:
         """Every broker's unweighted max of cpu, direct memory and bandwidth in/out (fraction)."""

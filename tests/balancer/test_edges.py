@@ -144,3 +144,17 @@ def test_modules_run_as_scripts(monkeypatch, capsys):
 def test_a_hash_must_be_hex_text_or_an_integer():
     code, _, err = run(["split"], {"bundle": {"lower": 1.5, "upper": 2}})
     assert (code, err["error"]["field"]) == (2, "bundle.lower")
+
+
+def test_equal_throughputs_are_taken_in_name_order_whatever_the_report_order():
+
+    from balancer.load import MessageRates
+    from balancer.shedding.common import select_bundles_by_throughput
+
+    names = ("ns/b", "ns/c", "ns/a", "ns/d")
+    rates = {"ns/a": 5.0, "ns/b": 5.0, "ns/c": 5.0, "ns/d": 9.0}
+    bundles = {n: BundleLoad(n, "x", short_term=MessageRates(0, 0, r, 0)) for n, r in rates.items()}
+    snap = ClusterSnapshot(0, {"x": BrokerLoad("x", bundles=names), "y": BrokerLoad("y")}, bundles)
+    unloads, _ = select_bundles_by_throughput(snap, snap.brokers["x"], 1e9, 0, Reason.OVERLOADED)
+    assert [u.bundle for u in unloads] == ["ns/d", "ns/a", "ns/b", "ns/c"]
+    assert snap.bundles_by_throughput("y")[0] == []
