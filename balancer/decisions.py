@@ -33,14 +33,11 @@ class Reason(StrEnum):
     DISABLED = "Disabled"
     BLACKLISTED = "Blacklisted"
     TOO_YOUNG = "TooYoung"
-    RECENTLY_MOVED = "RecentlyMoved"
-    NO_TARGET = "NoTarget"
     ROUND_ROBIN = "RoundRobin"
     HINT = "Hint"
     NOT_OWNER = "NotOwner"
     DRAIN = "Drain"
     BROKER_LOST = "BrokerLost"
-    INTENDED_DESTINATION = "IntendedDestination"
     ADMIN = "Admin"
 
 

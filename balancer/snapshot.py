@@ -97,10 +97,6 @@ class ClusterSnapshot:
         object.__setattr__(self, "_usage_cache", {})
         object.__setattr__(self, "_reported", self._reported_by_throughput(ordered))
 
-    def owned_bundles(self, broker: str) -> list[BundleLoad]:
-        """Bundles whose owner is ``broker`` (by the ownership table, not the broker's report)."""
-        return [b for b in self.bundles.values() if b.owner == broker]
-
     def bundle_counts(self, namespace: str) -> Counter[str]:
         """Owner -> number of the namespace's bundles it owns."""
         return self._owner_counts.get(namespace, Counter())  # type: ignore[attr-defined, no-any-return]
