@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from balancer import bundles as bundle_ops
+from balancer.cycle import plan_cycle
 from balancer.danube.placement import place as danube_place
 from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
@@ -27,9 +28,18 @@ from balancer.registry import (
     get_shedder,
     get_split_algorithm,
 )
+from balancer.shedding.guarded import shed_guarded
 from balancer.splitting.algorithms import TopicLoad
 from balancer.splitting.conditions import split_check
-from balancer.wire import RATE_KEYS, array, obj, parse_rates, parse_snapshot, text
+from balancer.wire import (
+    RATE_KEYS,
+    array,
+    obj,
+    parse_cycle_config,
+    parse_rates,
+    parse_snapshot,
+    text,
+)
 
 Handler = Callable[[argparse.Namespace, dict[str, Any]], dict[str, Any]]
 
@@ -168,9 +178,18 @@ def cmd_split_check(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, 
 
 
 def cmd_shed(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
-    """``shed --strategy NAME``: which bundles to unload this cycle."""
-    name, shedder = get_shedder(args.strategy)
-    return shedder(parse_snapshot(doc), _config(doc, name), _state(doc)).as_dict()
+    """``shed --strategy NAME``: which bundles to unload this cycle, after Pulsar's
+    anti-affinity unload guard."""
+    name, _ = get_shedder(args.strategy)
+    snapshot = parse_snapshot(doc)
+    return shed_guarded(name, snapshot, _config(doc, name), _state(doc)).as_dict()
+
+
+def cmd_cycle(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
+    """``cycle``: one whole shedding cycle, as the console runs it."""
+    snapshot = parse_snapshot(doc)
+    config = parse_cycle_config(doc)
+    return plan_cycle(snapshot, config, _state(doc)).as_dict()
 
 
 def cmd_place(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
@@ -217,10 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("shed", help="which bundles to unload this cycle")
     p.add_argument("--strategy", default="ThresholdShedder")
     p.set_defaults(handler=cmd_shed, reads_input=True)
+    p = sub.add_parser("cycle", help="one whole shedding cycle, as the console runs it")
+    p.set_defaults(handler=cmd_cycle, reads_input=True)
     p = sub.add_parser("place", help="which broker gets one unassigned bundle")
     p.add_argument("--strategy", default="LeastLongTermMessageRate")
     p.set_defaults(handler=cmd_place, reads_input=True)
-    for name in ("shed", "place", "split", "split-check", "lookup"):
+    for name in ("shed", "place", "split", "split-check", "lookup", "cycle"):
         sub.choices[name].add_argument("--input", dest="sub_input", help=argparse.SUPPRESS)
     return parser
 

@@ -39,20 +39,41 @@ class Reason(StrEnum):
     DRAIN = "Drain"
     BROKER_LOST = "BrokerLost"
     ADMIN = "Admin"
+    HIT_COUNT = "HitCount"
+    OUTDATED_DATA = "OutDatedData"
+    GRACE_PERIOD = "GracePeriod"
+    DESTINATION = "StrategyDestination"
+    NOT_SERVING = "NotServing"
+    NO_TOPIC_DATA = "NoTopicData"
+    OPERATOR = "Operator"
+    ALREADY_MOVING = "AlreadyMoving"
+    UNKNOWN_BUNDLE = "UnknownBundle"
+
+
+# The figure that ranked an unload, and its unit (CLI.md ``metric``).
+METRIC_UNITS: dict[str, str] = {
+    "msgThroughput": "bytes/s",
+    "msgRate": "msg/s",
+    "topicLoad": "score",
+    "longTermMsgRate": "msg/s",
+    "weightedUsage": "fraction",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class Unload:
     """Release ``bundle`` from ``source``; ``destination`` None lets placement choose later.
 
-    ``load`` is the figure that ranked the bundle (bytes/s of short-term throughput for Pulsar's
-    shedders)."""
+    ``load`` is the figure that ranked the bundle, named by ``metric`` (a key of METRIC_UNITS:
+    ``msgThroughput`` bytes/s of short-term throughput for most of Pulsar's shedders, ``msgRate``
+    msg/s where a shedder ranked by message rate)."""
 
     bundle: str
     source: str
     destination: str | None
     reason: Reason
     load: float
+    metric: str = "msgThroughput"
 
     def as_dict(self) -> dict[str, Any]:
         """The CLI form: ``{"bundle", "source", "destination", "reason", "load"}``."""
@@ -62,6 +83,7 @@ class Unload:
             "destination": self.destination,
             "reason": str(self.reason),
             "load": self.load,
+            "metric": {"name": self.metric, "value": self.load, "unit": METRIC_UNITS[self.metric]},
         }
 
 

@@ -94,6 +94,8 @@ class BrokerLoad:
             first); None when the report has none.
         weighted_max_ema, msg_throughput_ema, updated_at: the extensible BrokerLoadData figures
             (fraction, bytes/s, s since epoch) when the report carries them.
+        reported_at: when the broker's newest load report arrived (s since epoch); None when it
+            never reported (a *pending* broker, never declared lost).
     """
 
     name: str
@@ -112,6 +114,7 @@ class BrokerLoad:
     weighted_max_ema: float | None = None  # extensible BrokerLoadData, when reported
     msg_throughput_ema: float | None = None
     updated_at: float | None = None
+    reported_at: float | None = None
 
     @property
     def is_active(self) -> bool:

@@ -19,19 +19,27 @@ class SafetyConfig:
         bundle_cool_down_s: a bundle moved less than this long ago stays (seconds).
         max_moves_per_hour: unloads allowed cluster-wide in any sliding hour (0: no limit).
         blacklist: shell-style patterns of bundle or namespace names that never move.
-        broker_timeout_s: a broker silent for longer is lost: its bundles are re-placed.
+        broker_timeout_s: a broker that reported once and then stayed silent for longer is lost:
+            its bundles are re-placed (seconds).
+        is_auto_split_enabled: whether the cycle splits bundles over Pulsar's auto-split limits.
     """
 
     bundle_cool_down_s: float = 300.0
     max_moves_per_hour: int = 0
     blacklist: tuple[str, ...] = field(default_factory=tuple)
     broker_timeout_s: float = 60.0
+    is_auto_split_enabled: bool = False
+
+
+def matching_pattern(bundle: str, patterns: Iterable[str]) -> str | None:
+    """The first pattern (``acme/*``, ``*/payments/*``) matching the bundle or its namespace."""
+    namespace = bundle.rsplit("/", 1)[0]
+    return next((p for p in patterns if fnmatchcase(bundle, p) or fnmatchcase(namespace, p)), None)
 
 
 def is_blacklisted(bundle: str, patterns: Iterable[str]) -> bool:
     """Whether the bundle, or its namespace, matches a pattern (``acme/*``, ``*/payments/*``)."""
-    namespace = bundle.rsplit("/", 1)[0]
-    return any(fnmatchcase(bundle, p) or fnmatchcase(namespace, p) for p in patterns)
+    return matching_pattern(bundle, patterns) is not None
 
 
 def screen_unloads(

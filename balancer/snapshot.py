@@ -4,8 +4,8 @@ keep a cycle fast at 10,000 brokers and 1,000,000 bundles (built once, at constr
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import numpy as np
@@ -54,8 +54,11 @@ class ClusterSnapshot:
         position = {name: i for i, name in enumerate(ordered)}
         owned_namespaces: list[str] = []
         owner_positions: list[int] = []
+        owned: dict[str, list[str]] = {}
+        unowned: list[str] = []
         for bundle in self.bundles.values():
             if bundle.owner is None:
+                unowned.append(bundle.name)
                 continue
             if bundle.owner not in ordered:
                 raise InvalidSnapshot(
@@ -67,6 +70,9 @@ class ClusterSnapshot:
             namespaces_by_owner.setdefault(bundle.owner, set()).add(namespace)
             owned_namespaces.append(namespace)
             owner_positions.append(position[bundle.owner])
+            owned.setdefault(bundle.owner, []).append(bundle.name)
+        object.__setattr__(self, "_owned", owned)
+        object.__setattr__(self, "_unowned", tuple(unowned))
         # Owners grouped by namespace, for dense per-namespace counts on demand.
         namespace_ids: dict[str, int] = {ns: i for i, ns in enumerate(owner_counts)}
         ids = np.asarray([namespace_ids[ns] for ns in owned_namespaces], dtype=np.int64)
@@ -108,6 +114,16 @@ class ClusterSnapshot:
         if index is None:
             return owners[:0]  # type: ignore[no-any-return]
         return owners[starts[index] : starts[index + 1]]  # type: ignore[no-any-return]
+
+    def owned_by(self, broker: str) -> list[str]:
+        """The bundles whose ``owner`` is ``broker`` (ownership, not the broker's report), in the
+        snapshot's bundle order."""
+        return self._owned.get(broker, [])  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def unowned(self) -> tuple[str, ...]:
+        """Bundles without an owner, in the snapshot's bundle order."""
+        return self._unowned  # type: ignore[attr-defined, no-any-return]
 
     def namespaces_owned_by(self, broker: str) -> set[str]:
         """Namespaces of which ``broker`` owns at least one bundle."""
@@ -173,6 +189,21 @@ class ClusterSnapshot:
         index = position[broker]
         lo, hi = int(starts[index]), int(starts[index + 1])
         return names[lo:hi], throughputs[lo:hi], unloaded_at[lo:hi]
+
+    def without_brokers(self, gone: Iterable[str]) -> ClusterSnapshot:
+        """The snapshot as it is once ``gone`` brokers have left: they are absent and the
+        bundles they owned have no owner. Returns ``self`` when nothing is gone."""
+        gone_set = set(gone)
+        if not gone_set:
+            return self
+        bundles = dict(self.bundles)
+        for broker in gone_set:
+            for name in self.owned_by(broker):
+                bundles[name] = replace(bundles[name], owner=None)
+        brokers = {n: b for n, b in self.brokers.items() if n not in gone_set}
+        return ClusterSnapshot(
+            self.now, brokers, bundles, self.namespaces, self.recently_unloaded
+        )
 
     def max_usage(self) -> dict[str, float]:
         """Every broker's unweighted max of cpu, direct memory and bandwidth in/out (fraction)."""

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import Any, Final
 
+from balancer.config import PulsarConfig
+from balancer.cycle import CycleConfig, Strategies
 from balancer.errors import BalancerError
 from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage, TopicStats
+from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 
 BROKER_STATES = ("active", "draining", "drained")
@@ -138,6 +142,7 @@ def parse_broker(value: Any, path: str) -> BrokerLoad:
             number(doc, "msgThroughputEMA", path, None) if "msgThroughputEMA" in doc else None
         ),
         updated_at=number(doc, "updatedAt", path, None) if "updatedAt" in doc else None,
+        reported_at=number(doc, "reportedAt", path, None) if "reportedAt" in doc else None,
     )
 
 
@@ -233,4 +238,80 @@ def parse_snapshot(doc: Mapping[str, Any]) -> ClusterSnapshot:
         bundles=bundles,
         namespaces=namespaces,
         recently_unloaded=recently_unloaded,
+    )
+
+
+SAFETY_KEYS: Final = {
+    "coolDownSeconds": "bundle_cool_down_s",
+    "maxMovesPerHour": "max_moves_per_hour",
+    "blacklist": "blacklist",
+    "brokerTimeoutSeconds": "broker_timeout_s",
+    "autoSplit": "is_auto_split_enabled",
+}
+STRATEGY_KEYS: Final = {
+    "shedder": "shedder",
+    "placement": "placement",
+    "splitAlgorithm": "split_algorithm",
+}
+
+
+def parse_safety(value: Any, path: str = "safety") -> SafetyConfig:
+    """The ``safety`` object of ``cycle`` (CLI.md): coolDownSeconds, maxMovesPerHour,
+    blacklist (shell patterns), brokerTimeoutSeconds, autoSplit. Missing keys take
+    SafetyConfig's defaults; unknown keys are an error naming them."""
+    doc = obj(value, path)
+    changes: dict[str, Any] = {}
+    for key in doc:
+        if key not in SAFETY_KEYS:
+            raise BalancerError(
+                f"unknown safety key {key!r}; valid keys: {', '.join(SAFETY_KEYS)}",
+                field=at(path, key),
+            )
+    if "coolDownSeconds" in doc:
+        changes["bundle_cool_down_s"] = _non_negative(doc, "coolDownSeconds", path)
+    if "brokerTimeoutSeconds" in doc:
+        changes["broker_timeout_s"] = _non_negative(doc, "brokerTimeoutSeconds", path)
+    if "maxMovesPerHour" in doc:
+        changes["max_moves_per_hour"] = integer(doc, "maxMovesPerHour", path)
+        if changes["max_moves_per_hour"] < 0:
+            raise BalancerError("must not be negative", field=at(path, "maxMovesPerHour"))
+    if "blacklist" in doc:
+        patterns = array(doc["blacklist"], at(path, "blacklist"))
+        for i, pattern in enumerate(patterns):
+            if not isinstance(pattern, str) or not pattern:
+                raise BalancerError("must be a shell pattern", field=f"{path}.blacklist[{i}]")
+        changes["blacklist"] = tuple(patterns)
+    if "autoSplit" in doc:
+        if not isinstance(doc["autoSplit"], bool):
+            raise BalancerError("must be true or false", field=at(path, "autoSplit"))
+        changes["is_auto_split_enabled"] = doc["autoSplit"]
+    return replace(SafetyConfig(), **changes)
+
+
+def _non_negative(doc: Mapping[str, Any], key: str, path: str) -> float:
+    value = number(doc, key, path)
+    if value < 0:
+        raise BalancerError("must not be negative", field=at(path, key))
+    return value
+
+
+def parse_cycle_config(doc: Mapping[str, Any]) -> CycleConfig:
+    """The configuration of ``cycle``: ``strategies``, ``config`` (Pulsar keys) and ``safety``.
+
+    Raises:
+        BalancerError: an unknown key or strategy, a value of the wrong type (``field`` names it).
+    """
+    strategies = obj(doc.get("strategies", {}), "strategies")
+    names: dict[str, str] = {}
+    for key in strategies:
+        if key not in STRATEGY_KEYS:
+            raise BalancerError(
+                f"unknown strategies key {key!r}; valid keys: {', '.join(STRATEGY_KEYS)}",
+                field=at("strategies", key),
+            )
+        names[STRATEGY_KEYS[key]] = text(strategies, key, "strategies")
+    return CycleConfig(
+        strategies=Strategies(**names),
+        pulsar=PulsarConfig.from_keys(obj(doc.get("config", {}), "config")),
+        safety=parse_safety(doc.get("safety", {})),
     )

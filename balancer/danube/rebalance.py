@@ -128,6 +128,6 @@ def shed(
             continue
         score, topic_name = min(candidates)
         moves.append({"topic": topic_name, "from": source, "to": target, "at": now})
-        unload = Unload(topic_name, source, target, Reason.LOAD_IMBALANCE, score)
+        unload = Unload(topic_name, source, target, Reason.LOAD_IMBALANCE, score, "topicLoad")
         return decision(Reason.LOAD_IMBALANCE, (unload,), skipped)
     return decision(Reason.BALANCED if not overloaded else Reason.NO_BUNDLES, skipped=skipped)

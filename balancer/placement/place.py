@@ -40,18 +40,7 @@ def place(
     """
     preallocated: dict[str, str] = dict(state.get("preallocated", {}))
     names = list(snapshot.brokers) if candidates is None else sorted(candidates)
-    for name in names:
-        if name not in snapshot.brokers:
-            raise InvalidSnapshot(f"candidate {name!r} is not a broker", field="candidates")
-    allowed, rejected = filters.active_brokers(snapshot, names)
-    rejections: list[Rejection] = list(rejected)
-    kept, rejected = filters.max_topics(snapshot, allowed, config, preallocated)
-    rejections += rejected
-    kept, rejected = filters.anti_affinity(snapshot, kept, bundle, config, preallocated)
-    rejections += rejected
-    if config.is_distribute_bundles_evenly_enabled:
-        kept, rejected = filters.even_distribution(snapshot, kept, bundle, preallocated)
-        rejections += rejected
+    kept, allowed, rejections = filter_candidates(snapshot, bundle, config, preallocated, names)
     if not kept:
         kept = allowed
     select = SELECTORS[strategy]
@@ -79,3 +68,36 @@ def place(
         state={**state, "preallocated": preallocated},
         strategy=strategy,
     )
+
+
+def filter_candidates(
+    snapshot: ClusterSnapshot,
+    bundle: str,
+    config: PulsarConfig,
+    preallocated: dict[str, str],
+    names: Sequence[str],
+) -> tuple[list[str], list[str], list[Rejection]]:
+    """Pulsar's filter chain before a selection: (brokers kept, active brokers, rejections).
+
+    inactive brokers -> ``loadBalancerBrokerMaxTopics`` (unless all would go) -> anti-affinity
+    group spread -> even distribution of the namespace's bundles (when enabled). ``kept`` may be
+    empty; callers then fall back to the active brokers, as Pulsar does.
+
+    Raises:
+        InvalidSnapshot: a name is not a broker of the snapshot.
+
+    Source: Pulsar ModularLoadManagerImpl.selectBrokerForAssignment (PULSAR.md §1).
+    """
+    for name in names:
+        if name not in snapshot.brokers:
+            raise InvalidSnapshot(f"candidate {name!r} is not a broker", field="candidates")
+    allowed, rejected = filters.active_brokers(snapshot, list(names))
+    rejections: list[Rejection] = list(rejected)
+    kept, rejected = filters.max_topics(snapshot, allowed, config, preallocated)
+    rejections += rejected
+    kept, rejected = filters.anti_affinity(snapshot, kept, bundle, config, preallocated)
+    rejections += rejected
+    if config.is_distribute_bundles_evenly_enabled:
+        kept, rejected = filters.even_distribution(snapshot, kept, bundle, preallocated)
+        rejections += rejected
+    return kept, allowed, rejections

@@ -92,9 +92,9 @@ def shed(
         msg_need = (source.rates.msg_rate - target.rates.msg_rate) * config.max_unload_fraction
         tput_need = (source.rates.throughput - target.rates.throughput) * config.max_unload_fraction
         if msg_need > config.min_unload_msg_per_s:
-            need, key = msg_need, _rate
+            need, key, metric = msg_need, _rate, "msgRate"
         elif tput_need > config.min_unload_throughput_bytes_per_s:
-            need, key = tput_need, _throughput
+            need, key, metric = tput_need, _throughput, "msgThroughput"
         else:
             skipped.append(Skip("broker", hi, Reason.BELOW_MIN_THROUGHPUT, f"pair with {lo}"))
             continue
@@ -110,7 +110,7 @@ def shed(
         candidates.sort(key=lambda item: (-item[0], item[1]))
         for value, name in candidates:
             if 0 < value <= need:
-                unloads.append(Unload(name, hi, lo, Reason.OVERLOADED, value))
+                unloads.append(Unload(name, hi, lo, Reason.OVERLOADED, value, metric))
                 intended[name] = lo
                 need -= value
     return SheddingDecision(

@@ -118,7 +118,7 @@ def shed(
         if now - updated > config.broker_load_data_ttl_s:
             outdated = True
             skipped.append(
-                Skip("broker", name, Reason.NO_LOAD_DATA, "load data older than the TTL")
+                Skip("broker", name, Reason.OUTDATED_DATA, "load data older than the TTL")
             )
             continue
         if name in recent_brokers:
@@ -127,7 +127,7 @@ def shed(
             del recent_brokers[name]
         loads.append(_Load(name, ema, tput_ema, broker.rates.throughput))
     if not loads:
-        reason = Reason.NO_LOAD_DATA if outdated else Reason.NO_BROKERS
+        reason = Reason.OUTDATED_DATA if outdated else Reason.NO_BROKERS
         return _quiet(reason, hit_count, recent_brokers, remembered, skipped, {})
     n = len(loads)
     avg = sum(b.load for b in loads) / n
@@ -143,7 +143,7 @@ def shed(
         return b.load > config.overloaded_threshold_fraction and b.load > avg + target_std
 
     stats: dict[str, Any] = {
-        "avg": avg,
+        "avgUsage": avg,
         "std": std,
         "targetStd": target_std,
         "brokers": {b.name: b.load for b in loads},
@@ -152,11 +152,11 @@ def shed(
     hit_count = hit_count + 1 if condition else 0
     stats["hitCount"] = hit_count
     if hit_count <= config.shedding_condition_hit_count:
-        return _quiet(Reason.BALANCED, hit_count, recent_brokers, remembered, skipped, stats)
+        return _quiet(Reason.HIT_COUNT, hit_count, recent_brokers, remembered, skipped, stats)
 
     unloads: list[Unload] = []
     min_index, max_index, shed_brokers = 0, n - 1, 0
-    no_bundles = False
+    no_bundles = no_load_data = False
     k = config.max_bundles_in_load_report
     while shed_brokers < config.max_brokers_shed_per_cycle and min_index < max_index:
         max_b, min_b = loads[max_index], loads[min_index]
@@ -174,6 +174,7 @@ def shed(
         target_tput = max_tput * offload / max_b.load if max_b.load > 0 else 0.0
         tops = _top_bundles(snapshot, snapshot.brokers[max_b.name], k)
         if not tops:
+            no_load_data = True
             skipped.append(Skip("broker", max_b.name, Reason.NO_LOAD_DATA, "no top bundles"))
             continue
         if len(tops) == 1:
@@ -233,10 +234,11 @@ def shed(
             no_bundles = True
     stats["std"] = std
     if not unloads:
+        # Pulsar: NoLoadData if a broker lacked top bundles, else NoBundles, else HitCount.
         reason = (
             Reason.NO_LOAD_DATA
-            if outdated
-            else (Reason.NO_BUNDLES if no_bundles else Reason.BALANCED)
+            if no_load_data
+            else (Reason.NO_BUNDLES if no_bundles else Reason.HIT_COUNT)
         )
         return _quiet(reason, hit_count, recent_brokers, remembered, skipped, stats)
     for unload in unloads:

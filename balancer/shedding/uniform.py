@@ -35,6 +35,7 @@ def _select(
     required: int,
     key: Any,
     config: PulsarConfig,
+    metric: str,
 ) -> tuple[list[Unload], list[Skip]]:
     """Take bundles by descending ``key`` while each fits in ``required + 1000``."""
     skipped: list[Skip] = []
@@ -57,7 +58,7 @@ def _select(
         if limit != -1 and len(unloads) >= limit:
             break
         if value <= required + SLACK:
-            unloads.append(Unload(name, broker.name, None, Reason.LOAD_IMBALANCE, value))
+            unloads.append(Unload(name, broker.name, None, Reason.LOAD_IMBALANCE, value, metric))
             required += java_int(-value)
     return unloads, skipped
 
@@ -121,7 +122,7 @@ def shed(
         stats["required"] = required
         if len(max_rate_broker.bundles) > 1 and required >= config.min_unload_msg_per_s:
             unloads, skipped = _select(
-                snapshot, max_rate_broker, required, _short_term_rate, config
+                snapshot, max_rate_broker, required, _short_term_rate, config, "msgRate"
             )
     elif is_tput_hit and max_tput_broker is not None:
         required = java_int((max_tput - min_tput) * config.max_unload_fraction)
@@ -131,7 +132,7 @@ def shed(
             and required >= config.min_unload_throughput_bytes_per_s
         ):
             unloads, skipped = _select(
-                snapshot, max_tput_broker, required, _short_term_throughput, config
+                snapshot, max_tput_broker, required, _short_term_throughput, config, "msgThroughput"
             )
     return SheddingDecision(
         unloads=tuple(unloads),

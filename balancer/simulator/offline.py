@@ -1,4 +1,5 @@
-"""The simulator without a console: the same trace, placement and shedder run in one process.
+"""The simulator without a console: the same trace played in one process, the same cycle
+(``plan_cycle``) the console's tick runs, its plan applied to an in-memory ownership map.
 
 It answers what-if questions ("how does the CV move with ThresholdShedder versus no shedding on
 this day of traffic?") quickly and reproducibly. Time is simulated: a trace minute lasts
@@ -20,6 +21,14 @@ import numpy as np
 
 from balancer.bundles import bundles_from_boundaries, initial_boundaries
 from balancer.config import PulsarConfig
+from balancer.cycle import (
+    CycleConfig,
+    CyclePlan,
+    LoadStats,
+    Strategies,
+    apply_to_owners,
+    plan_cycle,
+)
 from balancer.load import (
     LONG_TERM_SAMPLES,
     SHORT_TERM_SAMPLES,
@@ -29,13 +38,12 @@ from balancer.load import (
     time_average,
 )
 from balancer.placement.batch import place_many
-from balancer.registry import get_shedder
+from balancer.safety import SafetyConfig
 from balancer.simulator.layout import DEMO, Layout
 from balancer.simulator.model import BundleMap, background_cpu, broker_report, bundle_stats
 from balancer.simulator.traces import load_cpu_series, load_functions
 from balancer.simulator.workload import DEFAULT_SCALE, Workload, build_workload
 from balancer.snapshot import ClusterSnapshot
-from balancer.stats import imbalance
 from balancer.wire import RATE_KEYS, parse_broker
 
 
@@ -48,6 +56,7 @@ class OfflineCluster:
     cpu: dict[str, np.ndarray]
     config: PulsarConfig
     shedder: str | None
+    cycle_config: CycleConfig | None = None
     seconds_per_minute: float = 2.0
     tick_every_minutes: int = 5
     owners: dict[str, str | None] = field(default_factory=dict)
@@ -57,6 +66,7 @@ class OfflineCluster:
     recently_unloaded: dict[str, float] = field(default_factory=dict)
     shed_state: dict[str, Any] = field(default_factory=dict)
     unloads: int = 0
+    max_over_mean: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for namespace in self.layout.namespaces:
@@ -75,7 +85,7 @@ class OfflineCluster:
             if owner is not None:
                 owned[owner].append(bundle)
         brokers = {
-            name: BrokerLoad(**{**_fields(b), "bundles": tuple(owned[name])})
+            name: BrokerLoad(**{**_fields(b), "bundles": tuple(owned[name]), "reported_at": now})
             for name, b in self.brokers.items()
         }
         bundles = {
@@ -91,12 +101,12 @@ class OfflineCluster:
             now, brokers, bundles, recently_unloaded=dict(self.recently_unloaded)
         )
 
-    def place_unowned(self, now: float, sources: dict[str, str] | None = None) -> None:
-        """Place every unowned bundle, as clients' lookups would (never back on its source)."""
+    def place_unowned(self, now: float) -> None:
+        """Place every unowned bundle, as clients' lookups would (the console's lookup)."""
         names = [b for b, owner in self.owners.items() if owner is None]
         if not names:
             return
-        placements, _ = place_many(self.snapshot(now), names, self.config, {}, sources=sources)
+        placements, _ = place_many(self.snapshot(now), names, self.config, {})
         for placement in placements:
             self.owners[placement.bundle] = placement.broker
 
@@ -126,23 +136,23 @@ class OfflineCluster:
                 )
                 self.samples[name] = n + 1
         weights = self.config.weights
-        cv = imbalance(b.weighted_max_usage(weights) for b in self.brokers.values()).cv
+        spread = LoadStats.of({n: b.weighted_max_usage(weights) for n, b in self.brokers.items()})
+        self.max_over_mean.append(spread.max_over_mean)
         if self.shedder and minute % self.tick_every_minutes == self.tick_every_minutes - 1:
-            self.shed(now)
-        return cv
+            self.cycle(now)
+        return spread.cv
 
-    def shed(self, now: float) -> None:
-        """One shedding tick: unload what the shedder says, then place the unloaded bundles."""
-        _, shedder = get_shedder(self.shedder or "")
-        decision = shedder(self.snapshot(now), self.config, self.shed_state)
-        self.shed_state = decision.state
-        sources = {}
-        for unload in decision.unloads:  # the snapshot is this cluster's: sources are owners
-            self.owners[unload.bundle] = None
-            self.recently_unloaded[unload.bundle] = now
-            sources[unload.bundle] = unload.source
-            self.unloads += 1
-        self.place_unowned(now, sources)
+    def cycle(self, now: float) -> CyclePlan:
+        """One shedding tick: the console's cycle on this cluster's snapshot, its plan applied."""
+        config = self.cycle_config or CycleConfig(
+            strategies=Strategies(shedder=self.shedder or "ThresholdShedder"),
+            pulsar=self.config,
+            safety=SafetyConfig(bundle_cool_down_s=0.0),
+        )
+        plan = plan_cycle(self.snapshot(now), config, self.shed_state, now)
+        self.shed_state = plan.state
+        self.unloads += apply_to_owners(plan, self.owners, self.recently_unloaded, now)
+        return plan
 
 
 def _fields(broker: BrokerLoad) -> dict[str, Any]:
@@ -158,11 +168,13 @@ def run(
     scale: float = DEFAULT_SCALE,
     start_minute: int = 0,
     layout: Layout = DEMO,
+    cycle_config: CycleConfig | None = None,
 ) -> dict[str, Any]:
-    """Play ``minutes`` trace minutes; returns the CV per minute, its mean and the unload count."""
+    """Play ``minutes`` trace minutes; returns the CV per minute, its mean and median, the median
+    max/mean of broker usage, the unloads and unloads per trace hour."""
     workload = build_workload(layout, load_functions(traces), scale=scale)
     cpu = {b.name: load_cpu_series(traces, b.cpu_series) for b in layout.brokers}
-    cluster = OfflineCluster(layout, workload, cpu, config, shedder)
+    cluster = OfflineCluster(layout, workload, cpu, config, shedder, cycle_config)
     series = [cluster.step(start_minute + m) for m in range(minutes)]
     return {
         "shedder": shedder or "none",
@@ -170,7 +182,9 @@ def run(
         "cv": series,
         "cvMean": statistics.fmean(series),
         "cvMedian": statistics.median(series),
+        "maxOverMeanMedian": statistics.median(cluster.max_over_mean),
         "unloads": cluster.unloads,
+        "unloadsPerHour": cluster.unloads * 60 / minutes,
     }
 
 
@@ -187,12 +201,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--traces", type=Path, default=default_traces_dir())
     parser.add_argument("--start-minute", type=int, default=0)
     parser.add_argument("--config", default="{}", help="Pulsar keys as JSON")
+    parser.add_argument("--placement", default="LeastLongTermMessageRate")
+    parser.add_argument(
+        "--ignore-destinations",
+        action="store_true",
+        help="re-place unloaded bundles with the placement even when the shedder chose a broker",
+    )
     args = parser.parse_args(argv)
     config = PulsarConfig.from_keys(json.loads(args.config))
     runs = [args.shedder] + ([None] if args.compare else [])
     for shedder in runs:
+        cycle_config = CycleConfig(
+            strategies=Strategies(shedder=shedder or "ThresholdShedder", placement=args.placement),
+            pulsar=config,
+            safety=SafetyConfig(bundle_cool_down_s=0.0),
+            is_destination_honoured=not args.ignore_destinations,
+        )
         result = run(
-            shedder, args.minutes, traces=args.traces, config=config, start_minute=args.start_minute
+            shedder,
+            args.minutes,
+            traces=args.traces,
+            config=config,
+            start_minute=args.start_minute,
+            cycle_config=cycle_config,
         )
         cv = result.pop("cv")
         result["cvAtMinute0"] = cv[0]

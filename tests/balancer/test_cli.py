@@ -297,6 +297,7 @@ def test_shed_danube_reads_danube_keys_and_moves_one_topic():
             "destination": "b3",
             "reason": "LoadImbalance",
             "load": 0.2,
+            "metric": {"name": "topicLoad", "value": 0.2, "unit": "score"},
         }
     ]
     assert out["state"]["moves"][0]["topic"] == "/default/t0"

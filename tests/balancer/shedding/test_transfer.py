@@ -78,7 +78,7 @@ def test_stale_load_data_is_left_out():
     snap = two_brokers(updated=NOW - 1801)
     decision = shed(snap, PulsarConfig(), READY)
     assert decision.unloads == ()
-    assert ("a", Reason.NO_LOAD_DATA) in {(s.name, s.reason) for s in decision.skipped}
+    assert ("a", Reason.OUTDATED_DATA) in {(s.name, s.reason) for s in decision.skipped}
 
 
 def test_balanced_cluster_resets_the_hit_count():
@@ -86,7 +86,9 @@ def test_balanced_cluster_resets_the_hit_count():
     b = broker("b", 0.45, [("ns/3", 10), ("ns/4", 10)])
     decision = shed(ClusterSnapshot(NOW, {"a": a, "b": b}, {}), PulsarConfig(), READY)
     assert decision.state["unloadConditionHitCount"] == 0
-    assert decision.reason == Reason.BALANCED
+    # Pulsar's word for a cycle below the hit-count gate (CLI.md, PULSAR.md §6.3).
+    assert decision.reason == Reason.HIT_COUNT
+    assert decision.stats["avgUsage"] == pytest.approx(0.475)
 
 
 def test_load_ema_is_computed_from_resources_when_not_reported():
@@ -135,10 +137,11 @@ def test_reported_ema_without_throughput_ema_uses_the_current_throughput():
     assert decision.stats["brokers"] == {"a": 0.5, "b": 0.5}
 
 
-def test_no_fresh_broker_means_no_load_data_and_no_broker_means_no_brokers():
+def test_no_fresh_broker_means_outdated_data_and_no_broker_means_no_brokers():
     stale = {n: broker(n, 0.5, [(f"{n}/1", 1)], updated=0.0) for n in ("a", "b")}
     assert (
-        shed(ClusterSnapshot(NOW, stale, {}), PulsarConfig(), READY).reason == Reason.NO_LOAD_DATA
+        shed(ClusterSnapshot(NOW, stale, {}), PulsarConfig(), READY).reason
+        == Reason.OUTDATED_DATA
     )
     assert shed(ClusterSnapshot(NOW, {}, {}), PulsarConfig(), READY).reason == Reason.NO_BROKERS
 

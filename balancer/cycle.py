@@ -1,0 +1,1106 @@
+"""One whole shedding cycle as a pure function: ``plan_cycle(snapshot, config, state, now)``.
+
+The console's tick, the offline simulator, the benchmark and ``python -m balancer cycle`` all run
+this function and apply the planned actions of its plan; nothing else assembles a cycle. The steps
+run in the order of CLI.md § ``cycle``:
+
+1. the broker life cycle: a broker that reported at least once and then stayed silent past
+   ``broker_timeout_s`` is *lost* and its bundles are re-placed; one that never reported is
+   *pending* and left alone; a draining broker gives up every bundle, then becomes drained;
+2. the shedding strategy with Pulsar's post-strategy guard (``shed_guarded``);
+3. Fulcrum's safety vetoes on every unload: ownership, cool-down, Pulsar's grace period, the move
+   rate limit, the blacklist;
+4. placement of every bundle left without an owner, honouring the destination a strategy chose
+   (AvgShedder, TransferShedder) when it passes Pulsar's placement filters, else the configured
+   placement through ``place_many``;
+5. auto-split, when enabled.
+
+Every action carries its outcome (planned, or vetoed with the veto), the metric that ranked it with
+its unit, and an explanation sentence; the plan carries the load statistics before and the
+prediction after (Pulsar's UnloadScheduler labels each decision; Cruise Control's
+OptimizerResult carries the proposals with the stats before and after).
+
+Operator actions are plans too (``plan_unload``, ``plan_split``, ``plan_drain``,
+``plan_activate``), screened by the same vetoes; an operator overrides a veto only with ``force``,
+and the action records that.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Final
+
+from balancer import explain
+from balancer.bundles import parse_bundle_name
+from balancer.config import PulsarConfig
+from balancer.decisions import METRIC_UNITS, Placement, Reason, SheddingDecision, Unload
+from balancer.errors import BalancerError, ImpossibleSplit
+from balancer.hashing import format_hash
+from balancer.load import BrokerLoad, ResourceUsage, ResourceWeights
+from balancer.placement.batch import place_many
+from balancer.placement.place import filter_candidates
+from balancer.registry import get_placement_strategy, get_shedder, get_split_algorithm
+from balancer.safety import SafetyConfig, matching_pattern
+from balancer.shedding.guarded import shed_guarded
+from balancer.snapshot import ClusterSnapshot
+from balancer.splitting.algorithms import TopicLoad
+from balancer.splitting.conditions import split_check
+from balancer.units import Seconds
+
+# Split algorithms that need only the bundle's range (load reports carry bundle totals, not the
+# per-topic hashes the other two need).
+RANGE_ONLY_SPLITS: Final = ("range_equally_divide", "specified_positions_divide")
+# Placement strategies the cycle can run on bundles.
+CYCLE_PLACEMENTS: Final = ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight")
+# What each placement's score is, for the metric of a place action.
+PLACEMENT_METRICS: Final = {
+    "LeastLongTermMessageRate": "longTermMsgRate",
+    "LeastResourceUsageWithWeight": "weightedUsage",
+}
+
+
+class ActionKind(StrEnum):
+    """What an action does (CLI.md ``kind``)."""
+
+    UNLOAD = "unload"
+    PLACE = "place"
+    SPLIT = "split"
+    BROKER_STATE = "brokerState"
+
+
+@dataclass(frozen=True, slots=True)
+class Strategies:
+    """The cycle's strategies by registry name (the console's defaults)."""
+
+    shedder: str = "ThresholdShedder"
+    placement: str = "LeastLongTermMessageRate"
+    split_algorithm: str = "range_equally_divide"
+
+
+@dataclass(frozen=True, slots=True)
+class CycleConfig:
+    """Everything a cycle is configured by.
+
+    Attributes:
+        strategies: shedder, placement and split algorithm names.
+        pulsar: Pulsar's tunables in core units (also read by placement and split detection).
+        safety: Fulcrum's own limits (cool-down, move rate, blacklist, broker timeout, auto-split).
+        is_shedding_enabled: False skips step 2 (the life cycle, placement and splits still run).
+        is_destination_honoured: False re-places every unloaded bundle with the configured
+            placement even when the strategy chose a destination (what Pulsar's modular load
+            manager does with ThresholdShedder-style shedders; for comparisons).
+    """
+
+    strategies: Strategies = field(default_factory=Strategies)
+    pulsar: PulsarConfig = field(default_factory=PulsarConfig)
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    is_shedding_enabled: bool = True
+    is_destination_honoured: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """The figure that ranked an action, with its unit (``bytes/s``, ``msg/s``, ``fraction``,
+    ``score``)."""
+
+    name: str
+    value: float
+    unit: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"name", "value", "unit"}``."""
+        return {"name": self.name, "value": self.value, "unit": self.unit}
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One action of a plan.
+
+    Attributes:
+        kind: unload, place, split or brokerState.
+        target: the bundle (or, for brokerState, the broker).
+        source: the broker a bundle leaves (unload), or the broker's previous state (brokerState).
+        destination: the broker that takes the bundle (place; on an unload, where its place
+            action sends it), or the broker's new state (brokerState).
+        reason: why (Overloaded, BrokerLost, Drain, LeastLoaded, StrategyDestination, Topics...).
+        explanation: one sentence with the numbers and their units, made by the core.
+        metric: the figure that ranked it, with its unit.
+        veto: None when planned; else why it must not be applied.
+        forced: an operator overrode ``veto`` explicitly; the action is planned anyway.
+        boundaries: split only: the cut points.
+        children: split only: the names of the new bundles.
+        strategy: the strategy (or "lifecycle", "operator") that proposed it.
+    """
+
+    kind: ActionKind
+    target: str
+    source: str | None
+    destination: str | None
+    reason: str
+    explanation: str
+    metric: Metric | None = None
+    veto: Reason | None = None
+    forced: bool = False
+    boundaries: tuple[int, ...] = ()
+    children: tuple[str, ...] = ()
+    strategy: str = ""
+
+    @property
+    def is_planned(self) -> bool:
+        """Whether the action is to be applied (not vetoed, or forced past its veto)."""
+        return self.veto is None or self.forced
+
+    @property
+    def outcome(self) -> str:
+        """``planned`` or ``vetoed``."""
+        return "planned" if self.is_planned else "vetoed"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The CLI form of one ``actions`` entry."""
+        out: dict[str, Any] = {"kind": str(self.kind)}
+        if self.kind == ActionKind.BROKER_STATE:
+            out |= {"broker": self.target, "from": self.source, "to": self.destination}
+        else:
+            out |= {"bundle": self.target, "source": self.source, "destination": self.destination}
+        out |= {"outcome": self.outcome, "reason": self.reason}
+        if self.veto is not None:
+            out["veto"] = str(self.veto)
+        if self.forced:
+            out["forced"] = True
+        if self.metric is not None:
+            out["metric"] = self.metric.as_dict()
+        if self.kind == ActionKind.SPLIT:
+            out["boundaries"] = [format_hash(b) for b in self.boundaries]
+            out["children"] = list(self.children)
+        out["strategy"] = self.strategy
+        out["explanation"] = self.explanation
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class LoadStats:
+    """Broker usage (weighted max, fraction) over the serving brokers, and its spread.
+
+    ``max_over_mean`` is the hottest broker's usage over the mean (1.0 = perfectly even)."""
+
+    avg_usage: float
+    std: float
+    cv: float
+    max_over_mean: float
+    brokers: Mapping[str, float]
+
+    @classmethod
+    def of(cls, usage: Mapping[str, float]) -> LoadStats:
+        """Population statistics of ``usage`` (broker -> fraction); all 0 when empty."""
+        values = list(usage.values())
+        if not values:
+            return cls(0.0, 0.0, 0.0, 0.0, {})
+        mean = math.fsum(values) / len(values)
+        std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+        cv = std / mean if mean > 0 else 0.0
+        return cls(mean, std, cv, max(values) / mean if mean > 0 else 0.0, dict(usage))
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"avgUsage", "std", "cv", "maxOverMean", "brokers"}`` (fractions)."""
+        return {
+            "avgUsage": self.avg_usage,
+            "std": self.std,
+            "cv": self.cv,
+            "maxOverMean": self.max_over_mean,
+            "brokers": dict(self.brokers),
+        }
+
+
+@dataclass(frozen=True)
+class CyclePlan:
+    """The whole decision of one cycle (or one operator action).
+
+    Attributes:
+        reason: the cycle's reason: what the shedder decided (Overloaded, Balanced, HitCount...),
+            else the life cycle's (BrokerLost, Drain), else why nothing ran (Disabled,
+            NotEnoughBrokers); Operator for an operator's plan.
+        strategy: the shedder's registry name ("operator" for operator plans).
+        actions: in application order; an unload is followed by its place action.
+        before, after: load statistics now and as predicted once the planned actions apply.
+        state: strategy name -> what it remembers; feed it to the next cycle unchanged.
+        shedding: the shedder's own output (unloads, skipped, stats), when it ran.
+        lost, pending: brokers declared lost this cycle; brokers that never reported.
+    """
+
+    reason: str
+    strategy: str
+    actions: tuple[Action, ...]
+    before: LoadStats
+    after: LoadStats
+    state: dict[str, Any]
+    shedding: SheddingDecision | None = None
+    lost: tuple[str, ...] = ()
+    pending: tuple[str, ...] = ()
+
+    def planned(self, kind: ActionKind | None = None) -> list[Action]:
+        """The actions to apply, optionally of one kind, in order."""
+        return [a for a in self.actions if a.is_planned and (kind is None or a.kind == kind)]
+
+    @property
+    def vetoed(self) -> list[Action]:
+        """The actions refused, in order."""
+        return [a for a in self.actions if not a.is_planned]
+
+    def summary(self) -> str:
+        """One line for lists: what moves, how many were vetoed, and the predicted CV."""
+        moves = self.planned(ActionKind.UNLOAD)
+        splits = self.planned(ActionKind.SPLIT)
+        places = [
+            a for a in self.planned(ActionKind.PLACE) if a.target not in {m.target for m in moves}
+        ]
+        parts = []
+        if moves:
+            parts.append(f"{len(moves)} unload(s)")
+        if places:
+            parts.append(f"{len(places)} placement(s)")
+        if splits:
+            parts.append(f"{len(splits)} split(s)")
+        states = self.planned(ActionKind.BROKER_STATE)
+        parts += [f"{a.target} {a.source} -> {a.destination}" for a in states]
+        vetoed = len(self.vetoed)
+        head = ", ".join(parts) if parts else f"no action ({self.reason})"
+        if vetoed:
+            head += f"; {vetoed} vetoed"
+        if moves:
+            head += f"; CV {self.before.cv:.2f} -> {self.after.cv:.2f} predicted"
+        return head
+
+    def as_dict(self) -> dict[str, Any]:
+        """The CLI output document of ``cycle``."""
+        out: dict[str, Any] = {
+            "reason": self.reason,
+            "strategy": self.strategy,
+            "actions": [a.as_dict() for a in self.actions],
+            "stats": {"before": self.before.as_dict(), "after": self.after.as_dict()},
+            "state": self.state,
+            "lost": list(self.lost),
+            "pending": list(self.pending),
+        }
+        if self.shedding is not None:
+            out["shedding"] = {
+                "reason": str(self.shedding.reason),
+                "skipped": [s.as_dict() for s in self.shedding.skipped],
+                "stats": self.shedding.stats,
+            }
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The cycle
+
+
+def plan_cycle(
+    snapshot: ClusterSnapshot,
+    config: CycleConfig,
+    state: Mapping[str, Any],
+    now: Seconds | None = None,
+) -> CyclePlan:
+    """One whole shedding cycle: life cycle, shedder with guards, safety vetoes, placement,
+    auto-split (module docstring). Pure: the same inputs give the same plan.
+
+    Args:
+        snapshot: the cluster as reported; brokers' ``reported_at`` drives the life cycle.
+        config: strategies, Pulsar tunables, safety limits.
+        state: strategy name -> what it remembered; ``{}`` for a fresh start.
+        now: seconds since the epoch (default ``snapshot.now``).
+
+    Raises:
+        UnknownStrategy: a strategy name the registry does not know.
+        BalancerError: a strategy the cycle cannot run on bundles (``field`` names it).
+    """
+    now = snapshot.now if now is None else now
+    shedder_name = _cycle_shedder(config.strategies.shedder)
+    placement_name = _cycle_placement(config.strategies.placement)
+    weights = config.pulsar.weights
+    lost, pending = broker_life(snapshot, config.safety, now)
+    serving = [n for n, b in snapshot.brokers.items() if b.is_active and n not in lost]
+    usage = snapshot.weighted_usage(weights)
+    before = LoadStats.of({n: usage[n] for n in serving})
+
+    unloads = _life_cycle_unloads(snapshot, lost, set(), now, config.safety)
+    state_out = dict(state)
+    decision: SheddingDecision | None = None
+    if not config.is_shedding_enabled:
+        shed_reason = str(Reason.DISABLED)
+    elif len(serving) < 2:
+        shed_reason = str(Reason.NOT_ENOUGH_BROKERS)
+    else:
+        # Lost brokers have left, as in Pulsar where their registration is gone.
+        decision = shed_guarded(
+            shedder_name,
+            snapshot.without_brokers(lost),
+            config.pulsar,
+            dict(state.get(shedder_name, {})),
+            serving,
+        )
+        state_out[shedder_name] = decision.state
+        shed_reason = str(decision.reason)
+        moving = {a.target for a in unloads}
+        unloads += _screen(
+            decision.unloads, snapshot, config, now, moving, lost, shedder_name, before
+        )
+    actions, placement_state = _place(
+        snapshot, config, dict(state.get(placement_name, {})), unloads, serving, placement_name
+    )
+    if placement_state:
+        state_out[placement_name] = placement_state
+    actions += _drained(snapshot, actions, lost)
+    if config.safety.is_auto_split_enabled:
+        moving = {a.target for a in actions if a.kind == ActionKind.UNLOAD and a.is_planned}
+        actions += _auto_splits(snapshot, config, moving)
+    shed_acted = any(
+        a.kind == ActionKind.UNLOAD and a.strategy == shedder_name and a.is_planned
+        for a in actions
+    )
+    life = [a for a in actions if a.strategy == "lifecycle" and a.kind == ActionKind.UNLOAD]
+    reason = shed_reason if shed_acted or not life else life[0].reason
+    return CyclePlan(
+        reason=reason,
+        strategy=shedder_name,
+        actions=tuple(actions),
+        before=before,
+        after=predict(snapshot, weights, serving, actions),
+        state=state_out,
+        shedding=decision,
+        lost=tuple(lost),
+        pending=tuple(pending),
+    )
+
+
+def _cycle_shedder(name: str) -> str:
+    canonical, _ = get_shedder(name)
+    if canonical == "danube":
+        raise BalancerError(
+            "the Danube rebalancer moves topics; the cycle moves bundles: choose one of "
+            "ThresholdShedder, OverloadShedder, UniformLoadShedder, AvgShedder, TransferShedder",
+            field="strategies.shedder",
+        )
+    return canonical
+
+
+def _cycle_placement(name: str) -> str:
+    canonical = get_placement_strategy(name)
+    if canonical not in CYCLE_PLACEMENTS:
+        raise BalancerError(
+            f"{canonical} places topics; the cycle places bundles with one of "
+            + ", ".join(CYCLE_PLACEMENTS),
+            field="strategies.placement",
+        )
+    return canonical
+
+
+def broker_life(
+    snapshot: ClusterSnapshot, safety: SafetyConfig, now: Seconds
+) -> tuple[list[str], list[str]]:
+    """(lost, pending) broker names: lost = reported at least once, then silent for longer than
+    ``broker_timeout_s``; pending = never reported (never declared lost)."""
+    lost, pending = [], []
+    for name, broker in snapshot.brokers.items():
+        if broker.reported_at is None:
+            pending.append(name)
+        elif now - broker.reported_at > safety.broker_timeout_s:
+            lost.append(name)
+    return lost, pending
+
+
+def _life_cycle_unloads(
+    snapshot: ClusterSnapshot,
+    lost: Sequence[str],
+    draining: set[str],
+    now: Seconds,
+    safety: SafetyConfig,
+) -> list[Action]:
+    """Unload every bundle of a lost or draining broker (mandatory: no veto applies)."""
+    out = []
+    lost_set = set(lost)
+    for name, broker in snapshot.brokers.items():
+        if name in lost_set:
+            silent = now - (broker.reported_at or now)
+            reason = Reason.BROKER_LOST
+            why = (
+                f"{name} sent no load report for {explain.seconds(silent)} "
+                f"(timeout {explain.seconds(safety.broker_timeout_s)})"
+            )
+        elif broker.state == "draining" or name in draining:
+            reason, why = Reason.DRAIN, f"{name} is draining"
+        else:
+            continue
+        for bundle in snapshot.owned_by(name):
+            load = snapshot.bundles[bundle].short_term.throughput
+            out.append(
+                Action(
+                    ActionKind.UNLOAD,
+                    bundle,
+                    name,
+                    None,
+                    str(reason),
+                    f"{why}; {explain.metric('msgThroughput', load)} to re-place",
+                    Metric("msgThroughput", load, "bytes/s"),
+                    strategy="lifecycle",
+                )
+            )
+    return out
+
+
+def _screen(
+    unloads: Iterable[Unload],
+    snapshot: ClusterSnapshot,
+    config: CycleConfig,
+    now: Seconds,
+    moving: set[str],
+    lost: Sequence[str],
+    strategy: str,
+    before: LoadStats,
+) -> list[Action]:
+    """The strategy's unloads as actions, each planned or vetoed by Fulcrum's safety rules."""
+    out = []
+    recent = sum(1 for t in snapshot.recently_unloaded.values() if t >= now - 3600)
+    planned = 0
+    for unload in unloads:
+        veto, why = _veto(unload.bundle, unload.source, snapshot, config, now, recent + planned)
+        if veto is None and unload.bundle in moving:
+            veto, why = Reason.ALREADY_MOVING, f"{unload.bundle} already moves this cycle"
+        if veto is None and unload.source in lost:
+            veto, why = Reason.BROKER_LOST, f"{unload.source} is lost; its bundles are re-placed"
+        usage = before.brokers.get(unload.source)
+        said = (
+            f"{strategy} {unload.reason}: {unload.source}"
+            + (f" at {explain.percent(usage)}" if usage is not None else "")
+            + f" (mean {explain.percent(before.avg_usage)}); "
+            + f"{explain.metric(unload.metric, unload.load)}"
+        )
+        if unload.destination:
+            said += f", to {unload.destination}"
+        if veto is not None:
+            said = f"{why} ({said})"
+        else:
+            planned += 1
+            moving.add(unload.bundle)
+        out.append(
+            Action(
+                ActionKind.UNLOAD,
+                unload.bundle,
+                unload.source,
+                unload.destination,
+                str(unload.reason),
+                said,
+                Metric(unload.metric, unload.load, METRIC_UNITS[unload.metric]),
+                veto,
+                strategy=strategy,
+            )
+        )
+    return out
+
+
+def _veto(
+    bundle: str,
+    source: str | None,
+    snapshot: ClusterSnapshot,
+    config: CycleConfig,
+    now: Seconds,
+    moves_last_hour: int,
+) -> tuple[Reason | None, str]:
+    """Fulcrum's safety rules for moving ``bundle`` off ``source``: (veto or None, sentence)."""
+    safety = config.safety
+    load = snapshot.bundles.get(bundle)
+    if load is None:
+        return Reason.UNKNOWN_BUNDLE, f"{bundle} is not a bundle of the cluster"
+    if load.owner is None or load.owner != source:
+        owner = load.owner or "nobody"
+        return Reason.NOT_OWNER, f"{source or 'nobody'} does not own {bundle} (owner: {owner})"
+    pattern = matching_pattern(bundle, safety.blacklist)
+    if pattern is not None:
+        return Reason.BLACKLISTED, f"{bundle} matches the blacklist pattern {pattern!r}"
+    moved = snapshot.recently_unloaded.get(bundle)
+    if moved is not None and now - moved < safety.bundle_cool_down_s:
+        return Reason.COOL_DOWN, (
+            f"moved {explain.seconds(now - moved)} ago; cool-down "
+            f"{explain.seconds(safety.bundle_cool_down_s)}"
+        )
+    if moved is not None and now - moved < config.pulsar.grace_period_s:
+        return Reason.GRACE_PERIOD, (
+            f"unloaded {explain.seconds(now - moved)} ago; Pulsar's grace period "
+            f"{explain.seconds(config.pulsar.grace_period_s)}"
+        )
+    if safety.max_moves_per_hour and moves_last_hour >= safety.max_moves_per_hour:
+        return Reason.RATE_LIMITED, (
+            f"{moves_last_hour} moves in the last hour; limit {safety.max_moves_per_hour} per hour"
+        )
+    return None, ""
+
+
+def _place(
+    snapshot: ClusterSnapshot,
+    config: CycleConfig,
+    placement_state: dict[str, Any],
+    unloads: list[Action],
+    serving: list[str],
+    strategy: str,
+) -> tuple[list[Action], dict[str, Any]]:
+    """Interleave each unload with the place action of its bundle, then place the bundles that
+    had no owner already. A strategy's destination is honoured when it is serving, not the
+    source, and kept by the placement filters; everything else goes through ``place_many``."""
+    pulsar = config.pulsar
+    preallocated: dict[str, str] = {}
+    chosen: dict[str, Action] = {}
+    to_place: list[str] = []
+    sources: dict[str, str] = {}
+    serving_set = set(serving)
+    for unload in unloads:
+        if not unload.is_planned:
+            continue
+        sources[unload.target] = unload.source or ""
+        dest = unload.destination if config.is_destination_honoured else None
+        if dest and dest in serving_set and dest != unload.source:
+            kept, _, rejections = filter_candidates(
+                snapshot, unload.target, pulsar, preallocated, serving
+            )
+            if dest in kept:
+                preallocated[unload.target] = dest
+                chosen[unload.target] = Action(
+                    ActionKind.PLACE,
+                    unload.target,
+                    None,
+                    dest,
+                    str(Reason.DESTINATION),
+                    f"{unload.strategy} chose {dest} as the destination; it passes the "
+                    "placement filters",
+                    strategy=unload.strategy,
+                )
+                continue
+            refused = next((r for r in rejections if r.broker == dest), None)
+            why = f"{refused.filter} filter ({refused.reason})" if refused else "the filters"
+            to_place.append(unload.target)
+            chosen[unload.target] = replace(  # a marker: replaced below by the placement
+                _placeholder(unload.target),
+                explanation=f"{unload.strategy}'s destination {dest} was refused by {why}",
+            )
+            continue
+        to_place.append(unload.target)
+    unowned = [b for b in snapshot.unowned if b not in sources]
+    batch = to_place + unowned
+    remembered = {k: v for k, v in placement_state.items() if k != "preallocated"}
+    if batch:
+        placements, after = place_many(
+            snapshot,
+            batch,
+            pulsar,
+            {**remembered, "preallocated": preallocated},
+            strategy=strategy,
+            candidates=serving,
+            sources=sources,
+        )
+        remembered = {k: v for k, v in after.items() if k != "preallocated"}
+        for placement in placements:
+            prefix = chosen[placement.bundle].explanation if placement.bundle in chosen else ""
+            chosen[placement.bundle] = _place_action(placement, strategy, prefix)
+    out: list[Action] = []
+    for unload in unloads:
+        place = chosen.get(unload.target) if unload.is_planned else None
+        if place is not None and place.is_planned:
+            out.append(replace(unload, destination=place.destination))
+        else:
+            out.append(replace(unload, destination=None) if unload.is_planned else unload)
+        if place is not None:
+            out.append(replace(place, source=unload.source))
+    out += [chosen[b] for b in unowned]
+    return out, remembered
+
+
+def _placeholder(bundle: str) -> Action:
+    return Action(ActionKind.PLACE, bundle, None, None, "", "")
+
+
+def _place_action(placement: Placement, strategy: str, prefix: str) -> Action:
+    if placement.broker is None:
+        return Action(
+            ActionKind.PLACE,
+            placement.bundle,
+            None,
+            None,
+            str(placement.reason),
+            "no serving broker can take it",
+            veto=Reason.NO_CANDIDATES,
+            strategy=strategy,
+        )
+    metric = None
+    said = f"{strategy} chose {placement.broker} ({placement.reason})"
+    score = placement.scores.get(placement.broker)
+    name = PLACEMENT_METRICS.get(strategy)
+    if score is not None and name is not None and math.isfinite(score):
+        metric = Metric(name, score, METRIC_UNITS[name])
+        said += f": {explain.metric(name, score)}"
+    if prefix:
+        said = f"{prefix}; {said}"
+    return Action(
+        ActionKind.PLACE,
+        placement.bundle,
+        None,
+        placement.broker,
+        str(placement.reason),
+        said,
+        metric,
+        strategy=strategy,
+    )
+
+
+def _drained(snapshot: ClusterSnapshot, actions: list[Action], lost: Sequence[str]) -> list[Action]:
+    """A draining broker whose every bundle leaves this cycle (or that has none) is drained."""
+    out = []
+    placed = {a.target for a in actions if a.kind == ActionKind.PLACE and a.is_planned}
+    for name, broker in snapshot.brokers.items():
+        if broker.state != "draining" or name in lost:
+            continue
+        owned = snapshot.owned_by(name)
+        if all(b in placed for b in owned):
+            out.append(
+                Action(
+                    ActionKind.BROKER_STATE,
+                    name,
+                    "draining",
+                    "drained",
+                    str(Reason.DRAIN),
+                    f"drain complete: {len(owned)} bundle(s) leave {name} this cycle",
+                    strategy="lifecycle",
+                )
+            )
+    return out
+
+
+def _auto_splits(
+    snapshot: ClusterSnapshot, config: CycleConfig, moving: set[str]
+) -> list[Action]:
+    """Pulsar's BundleSplitterTask over the snapshot, cut with the configured algorithm."""
+    out = []
+    name = get_split_algorithm(config.strategies.split_algorithm)[0]
+    for candidate in split_check(snapshot, config.pulsar):
+        if candidate.bundle in moving:
+            continue
+        unit = "msg/s" if candidate.reason == "MsgRate" else "bytes/s"
+        if candidate.reason in ("Topics", "Sessions"):
+            unit = "count"
+        said = (
+            f"auto-split: {candidate.reason} {_count_or(candidate.value, unit)} above the limit "
+            f"{_count_or(candidate.limit, unit)}"
+        )
+        metric = Metric(candidate.reason, candidate.value, unit)
+        action = _split_action(
+            snapshot, config, candidate.bundle, name, None, said, candidate.reason
+        )
+        out.append(replace(action, metric=metric, strategy="auto-split"))
+    return out
+
+
+def _count_or(value: float, unit: str) -> str:
+    return f"{value:g}" if unit == "count" else explain.quantity(value, unit)
+
+
+def _split_action(
+    snapshot: ClusterSnapshot,
+    config: CycleConfig,
+    bundle: str,
+    algorithm: str,
+    positions: Sequence[int] | None,
+    said: str,
+    reason: str,
+) -> Action:
+    owner = snapshot.bundles[bundle].owner if bundle in snapshot.bundles else None
+    if algorithm not in RANGE_ONLY_SPLITS:
+        return Action(
+            ActionKind.SPLIT,
+            bundle,
+            owner,
+            None,
+            reason,
+            f"{said}; {algorithm} needs per-topic hashes and rates, which load reports do not "
+            f"carry (use {' or '.join(RANGE_ONLY_SPLITS)})",
+            veto=Reason.NO_TOPIC_DATA,
+        )
+    cuts, children = split_children(snapshot, bundle, algorithm, positions, config.pulsar)
+    if not cuts:
+        return Action(
+            ActionKind.SPLIT,
+            bundle,
+            owner,
+            None,
+            reason,
+            f"{said}; {algorithm} finds no boundary inside it",
+            veto=Reason.NO_CANDIDATES,
+        )
+    return Action(
+        ActionKind.SPLIT,
+        bundle,
+        owner,
+        None,
+        reason,
+        f"{said}; {algorithm} cuts at " + ", ".join(format_hash(c) for c in cuts),
+        boundaries=tuple(cuts),
+        children=tuple(children),
+    )
+
+
+def split_children(
+    snapshot: ClusterSnapshot,
+    bundle: str,
+    algorithm: str,
+    positions: Sequence[int] | None,
+    pulsar: PulsarConfig,
+) -> tuple[list[int], list[str]]:
+    """(sorted cut points, children names) of cutting ``bundle`` with a range-only algorithm.
+
+    Raises:
+        BalancerError: a malformed bundle name, bad positions (``field`` names it).
+    """
+    parsed = parse_bundle_name(bundle)
+    _, split_at = get_split_algorithm(algorithm)
+    load = snapshot.bundles.get(bundle)
+    topics = load.topics if load is not None else 0
+    # Reports carry the bundle's topic count, not its topics: stand-ins keep the count
+    # (specified_positions_divide cuts only a bundle with two topics or more).
+    stand_in = [TopicLoad("", parsed.range.lower)] * topics
+    cuts = sorted(set(split_at(parsed.range, stand_in, positions, pulsar) or []))
+    for cut in cuts:
+        if not parsed.range.lower < cut < parsed.range.upper:
+            raise ImpossibleSplit(
+                f"boundary {format_hash(cut)} is not strictly inside {parsed.range.label}",
+                field="positions",
+            )
+    points = [parsed.range.lower, *cuts, parsed.range.upper]
+    children = [
+        f"{parsed.namespace}/{format_hash(a)}_{format_hash(b)}" for a, b in itertools.pairwise(points)
+    ]
+    return cuts, children if cuts else []
+
+
+# ---------------------------------------------------------------------------------------------
+# The load model's prediction
+
+
+def predict(
+    snapshot: ClusterSnapshot,
+    weights: ResourceWeights,
+    serving: Sequence[str],
+    actions: Iterable[Action],
+) -> LoadStats:
+    """The statistics over ``serving`` once the planned unloads and placements apply.
+
+    A moved bundle takes with it its short-term throughput in and out (bytes/s, against each
+    broker's bandwidth limits) and its share of its source's CPU in proportion to its message
+    rate (the source's CPU usage × bundle msg rate / broker msg rate); memory stays. A bundle
+    unloaded and not placed leaves its source only.
+    """
+    usage = snapshot.weighted_usage(weights)
+    deltas: dict[str, list[float]] = {}  # broker -> [cpu, bandwidth in, bandwidth out]
+    sources: dict[str, str] = {}
+    for action in actions:
+        if not action.is_planned:
+            continue
+        if action.kind == ActionKind.UNLOAD and action.source:
+            sources[action.target] = action.source
+            _shift(snapshot, action.target, action.source, -1.0, deltas, action.source)
+        elif action.kind == ActionKind.PLACE and action.destination:
+            origin = sources.get(action.target)
+            _shift(snapshot, action.target, action.destination, 1.0, deltas, origin)
+    after = {n: usage[n] for n in serving}
+    for name, (cpu, bw_in, bw_out) in deltas.items():
+        if name not in after:
+            continue
+        broker = snapshot.brokers[name]
+        moved = replace(
+            broker,
+            cpu=_plus(broker.cpu, cpu),
+            bandwidth_in=_plus(broker.bandwidth_in, bw_in),
+            bandwidth_out=_plus(broker.bandwidth_out, bw_out),
+        )
+        after[name] = moved.weighted_max_usage(weights)
+    return LoadStats.of(after)
+
+
+def _shift(
+    snapshot: ClusterSnapshot,
+    bundle: str,
+    broker: str,
+    sign: float,
+    deltas: dict[str, list[float]],
+    origin: str | None,
+) -> None:
+    load = snapshot.bundles.get(bundle)
+    if load is None:
+        return
+    rates = load.short_term
+    cpu = 0.0
+    source = snapshot.brokers.get(origin) if origin else None
+    if source is not None and source.rates.msg_rate > 0:
+        cpu = min(source.cpu.usage, source.cpu.usage * rates.msg_rate / source.rates.msg_rate)
+    delta = deltas.setdefault(broker, [0.0, 0.0, 0.0])
+    delta[0] += sign * cpu
+    delta[1] += sign * rates.msg_throughput_in
+    delta[2] += sign * rates.msg_throughput_out
+
+
+def _plus(resource: ResourceUsage, amount: float) -> ResourceUsage:
+    return ResourceUsage(max(0.0, resource.usage + amount), resource.limit)
+
+
+# ---------------------------------------------------------------------------------------------
+# Operator actions as plans
+
+
+def _operator_plan(
+    snapshot: ClusterSnapshot,
+    config: CycleConfig,
+    state: Mapping[str, Any],
+    actions: list[Action],
+    serving: list[str],
+) -> CyclePlan:
+    usage = snapshot.weighted_usage(config.pulsar.weights)
+    before = LoadStats.of({n: usage[n] for n in serving})
+    return CyclePlan(
+        reason=str(Reason.OPERATOR),
+        strategy="operator",
+        actions=tuple(actions),
+        before=before,
+        after=predict(snapshot, config.pulsar.weights, serving, actions),
+        state=dict(state),
+    )
+
+
+def _serving(snapshot: ClusterSnapshot, config: CycleConfig, now: Seconds) -> list[str]:
+    lost, _ = broker_life(snapshot, config.safety, now)
+    return [n for n, b in snapshot.brokers.items() if b.is_active and n not in lost]
+
+
+def plan_unload(
+    snapshot: ClusterSnapshot,
+    config: CycleConfig,
+    state: Mapping[str, Any],
+    bundle: str,
+    *,
+    destination: str | None = None,
+    force: bool = False,
+    now: Seconds | None = None,
+) -> CyclePlan:
+    """An operator unloads ``bundle`` from its owner, to ``destination`` or wherever the
+    configured placement chooses (never back to the owner), through the cycle's vetoes.
+
+    ``force`` plans the move past a veto of cool-down, grace period, rate limit, blacklist or a
+    destination refused by the placement filters, and the action records it; an unknown bundle,
+    one without an owner, or a destination that is not a serving broker is refused whatever
+    ``force`` says.
+    """
+    now = snapshot.now if now is None else now
+    serving = _serving(snapshot, config, now)
+    owner = snapshot.bundles[bundle].owner if bundle in snapshot.bundles else None
+    recent = sum(1 for t in snapshot.recently_unloaded.values() if t >= now - 3600)
+    veto, why = _veto(bundle, owner, snapshot, config, now, recent)
+    if owner is None and veto is None:
+        veto, why = Reason.NOT_OWNER, f"{bundle} has no owner; nothing to unload"
+    hard = veto in (Reason.UNKNOWN_BUNDLE, Reason.NOT_OWNER) or owner is None
+    load = snapshot.bundles[bundle].short_term.throughput if bundle in snapshot.bundles else 0.0
+    said = f"operator unload of {bundle} from {owner or 'nobody'}; " + explain.metric(
+        "msgThroughput", load
+    )
+    if veto is not None:
+        said = f"{why} ({said})"
+    unload = Action(
+        ActionKind.UNLOAD,
+        bundle,
+        owner,
+        destination,
+        str(Reason.OPERATOR),
+        said,
+        Metric("msgThroughput", load, "bytes/s"),
+        veto,
+        forced=force and veto is not None and not hard,
+        strategy="operator",
+    )
+    if not unload.is_planned:
+        return _operator_plan(snapshot, config, state, [unload], serving)
+    if destination is not None:
+        if destination not in serving or destination == owner:
+            why = (
+                f"{destination} is the bundle's owner"
+                if destination == owner
+                else f"{destination} is not a serving broker"
+            )
+            vetoed = replace(
+                unload, veto=Reason.NOT_SERVING, forced=False, explanation=f"{why} ({said})"
+            )
+            return _operator_plan(snapshot, config, state, [vetoed], serving)
+        kept, _, rejections = filter_candidates(snapshot, bundle, config.pulsar, {}, serving)
+        place = Action(
+            ActionKind.PLACE,
+            bundle,
+            owner,
+            destination,
+            str(Reason.OPERATOR),
+            f"the operator chose {destination}",
+            strategy="operator",
+        )
+        if destination not in kept:
+            refused = next((r for r in rejections if r.broker == destination), None)
+            detail = (
+                f"{refused.filter} filter: {refused.reason}"
+                + (f" ({refused.detail})" if refused.detail else "")
+                if refused
+                else "the placement filters"
+            )
+            place = replace(
+                place,
+                veto=Reason(refused.reason) if refused else Reason.NO_CANDIDATES,
+                forced=force,
+                explanation=f"{destination} is refused by {detail}",
+            )
+            if not place.is_planned:
+                vetoed = replace(unload, veto=place.veto, explanation=place.explanation)
+                return _operator_plan(snapshot, config, state, [vetoed, place], serving)
+        return _operator_plan(snapshot, config, state, [unload, place], serving)
+    placement = _cycle_placement(config.strategies.placement)
+    actions, remembered = _place(
+        snapshot, config, dict(state.get(placement, {})), [unload], serving, placement
+    )
+    actions = [a for a in actions if a.target == bundle]
+    out_state = {**state, placement: remembered} if remembered else dict(state)
+    return _operator_plan(snapshot, config, out_state, actions, serving)
+
+
+def plan_split(
+    snapshot: ClusterSnapshot,
+    config: CycleConfig,
+    bundle: str,
+    algorithm: str | None = None,
+    positions: Sequence[int] | None = None,
+    *,
+    force: bool = False,
+) -> CyclePlan:
+    """An operator splits ``bundle`` with ``algorithm`` (default: the configured one) at its
+    boundaries; the children are unowned and are placed by the next lookup or cycle (Pulsar's
+    ``loadBalancerAutoUnloadSplitBundlesEnabled``). A blacklisted bundle is vetoed unless
+    ``force``.
+
+    Raises:
+        UnknownStrategy: an unknown algorithm.
+        BalancerError: an unknown bundle (``field`` "bundle"), missing or bad positions.
+    """
+    if bundle not in snapshot.bundles:
+        raise BalancerError(f"unknown bundle {bundle!r}", field="bundle")
+    name = get_split_algorithm(algorithm or config.strategies.split_algorithm)[0]
+    action = _split_action(
+        snapshot, config, bundle, name, positions, f"operator split of {bundle}", "Operator"
+    )
+    pattern = matching_pattern(bundle, config.safety.blacklist)
+    if action.veto is None and pattern is not None:
+        action = replace(
+            action,
+            veto=Reason.BLACKLISTED,
+            forced=force,
+            explanation=f"{bundle} matches the blacklist pattern {pattern!r}; "
+            + action.explanation,
+        )
+    serving = _serving(snapshot, config, snapshot.now)
+    return _operator_plan(snapshot, config, {}, [replace(action, strategy="operator")], serving)
+
+
+def plan_drain(
+    snapshot: ClusterSnapshot, config: CycleConfig, state: Mapping[str, Any], broker: str
+) -> CyclePlan:
+    """An operator drains ``broker``: it leaves the active set and every bundle it owns is
+    re-placed in this plan; once all have a new owner it is drained. Vetoed (NotEnoughBrokers)
+    when no other serving broker would be left.
+
+    Raises:
+        BalancerError: an unknown broker (``field`` "broker").
+    """
+    if broker not in snapshot.brokers:
+        raise BalancerError(f"unknown broker {broker!r}", field="broker")
+    now = snapshot.now
+    current = snapshot.brokers[broker].state
+    serving = [n for n in _serving(snapshot, config, now) if n != broker]
+    change = Action(
+        ActionKind.BROKER_STATE,
+        broker,
+        current,
+        "draining",
+        str(Reason.DRAIN),
+        f"operator drains {broker}: its {len(snapshot.owned_by(broker))} bundle(s) move away",
+        strategy="operator",
+    )
+    if not serving:
+        vetoed = replace(
+            change,
+            veto=Reason.NOT_ENOUGH_BROKERS,
+            explanation=f"draining {broker} would leave no serving broker",
+        )
+        return _operator_plan(snapshot, config, state, [vetoed], serving)
+    if current == "draining":
+        change = replace(change, explanation=f"{broker} is draining already")
+    brokers = {**snapshot.brokers, broker: replace(snapshot.brokers[broker], state="draining")}
+    draining = ClusterSnapshot(
+        snapshot.now, brokers, snapshot.bundles, snapshot.namespaces, snapshot.recently_unloaded
+    )
+    unloads = _life_cycle_unloads(draining, [], {broker}, now, config.safety)
+    placement = _cycle_placement(config.strategies.placement)
+    actions, remembered = _place(
+        draining, config, dict(state.get(placement, {})), unloads, serving, placement
+    )
+    actions = [a for a in actions if a.kind != ActionKind.PLACE or a.source == broker]
+    actions = [change, *actions, *_drained(draining, actions, [])]
+    out_state = {**state, placement: remembered} if remembered else dict(state)
+    return _operator_plan(draining, config, out_state, actions, serving)
+
+
+def plan_activate(
+    snapshot: ClusterSnapshot, config: CycleConfig, broker: str
+) -> CyclePlan:
+    """An operator returns ``broker`` to the active set (it takes bundles again).
+
+    Raises:
+        BalancerError: an unknown broker (``field`` "broker").
+    """
+    if broker not in snapshot.brokers:
+        raise BalancerError(f"unknown broker {broker!r}", field="broker")
+    current = snapshot.brokers[broker].state
+    change = Action(
+        ActionKind.BROKER_STATE,
+        broker,
+        current,
+        "active",
+        str(Reason.OPERATOR),
+        f"operator activates {broker} (was {current})",
+        strategy="operator",
+    )
+    serving = _serving(snapshot, config, snapshot.now)
+    return _operator_plan(snapshot, config, {}, [change], serving)
+
+
+
+def apply_to_owners(
+    plan: CyclePlan,
+    owners: dict[str, str | None],
+    recently_unloaded: dict[str, Seconds],
+    now: Seconds,
+) -> int:
+    """Apply a plan's planned unloads and placements to an in-memory ownership map (the offline
+    simulator's and the benchmark's metadata store); returns the number of unloads applied.
+    An action whose bundle is not owned as the plan expects is skipped, never applied twice."""
+    moved = 0
+    for action in plan.planned():
+        if action.kind == ActionKind.UNLOAD:
+            if owners.get(action.target) != action.source:
+                continue
+            owners[action.target] = None
+            recently_unloaded[action.target] = now
+            moved += 1
+        elif action.kind == ActionKind.PLACE and action.destination is not None:
+            if owners.get(action.target) is None:
+                owners[action.target] = action.destination
+    return moved
