@@ -40,7 +40,7 @@ from balancer.config import PulsarConfig
 from balancer.decisions import METRIC_UNITS, Placement, Reason, SheddingDecision, Unload
 from balancer.errors import BalancerError, ImpossibleSplit
 from balancer.hashing import format_hash
-from balancer.load import BrokerLoad, ResourceUsage, ResourceWeights
+from balancer.load import ResourceUsage, ResourceWeights
 from balancer.placement.batch import place_many
 from balancer.placement.place import filter_candidates
 from balancer.registry import get_placement_strategy, get_shedder, get_split_algorithm
@@ -358,8 +358,7 @@ def plan_cycle(
         moving = {a.target for a in actions if a.kind == ActionKind.UNLOAD and a.is_planned}
         actions += _auto_splits(snapshot, config, moving)
     shed_acted = any(
-        a.kind == ActionKind.UNLOAD and a.strategy == shedder_name and a.is_planned
-        for a in actions
+        a.kind == ActionKind.UNLOAD and a.strategy == shedder_name and a.is_planned for a in actions
     )
     life = [a for a in actions if a.strategy == "lifecycle" and a.kind == ActionKind.UNLOAD]
     reason = shed_reason if shed_acted or not life else life[0].reason
@@ -676,9 +675,7 @@ def _drained(snapshot: ClusterSnapshot, actions: list[Action], lost: Sequence[st
     return out
 
 
-def _auto_splits(
-    snapshot: ClusterSnapshot, config: CycleConfig, moving: set[str]
-) -> list[Action]:
+def _auto_splits(snapshot: ClusterSnapshot, config: CycleConfig, moving: set[str]) -> list[Action]:
     """Pulsar's BundleSplitterTask over the snapshot, cut with the configured algorithm."""
     out = []
     name = get_split_algorithm(config.strategies.split_algorithm)[0]
@@ -776,7 +773,8 @@ def split_children(
             )
     points = [parsed.range.lower, *cuts, parsed.range.upper]
     children = [
-        f"{parsed.namespace}/{format_hash(a)}_{format_hash(b)}" for a, b in itertools.pairwise(points)
+        f"{parsed.namespace}/{format_hash(a)}_{format_hash(b)}"
+        for a, b in itertools.pairwise(points)
     ]
     return cuts, children if cuts else []
 
@@ -795,7 +793,8 @@ def predict(
 
     A moved bundle takes with it its short-term throughput in and out (bytes/s, against each
     broker's bandwidth limits) and its share of its source's CPU in proportion to its message
-    rate (the source's CPU usage × bundle msg rate / broker msg rate); memory stays. A bundle
+    rate (the source's CPU usage × bundle msg rate / broker msg rate; by throughput when no rate
+    is known); memory stays. A bundle
     unloaded and not placed leaves its source only.
     """
     usage = snapshot.weighted_usage(weights)
@@ -839,8 +838,15 @@ def _shift(
     rates = load.short_term
     cpu = 0.0
     source = snapshot.brokers.get(origin) if origin else None
-    if source is not None and source.rates.msg_rate > 0:
-        cpu = min(source.cpu.usage, source.cpu.usage * rates.msg_rate / source.rates.msg_rate)
+    if source is not None:
+        # The bundle's share of its source's CPU: by message rate, else by throughput.
+        if source.rates.msg_rate > 0 and rates.msg_rate > 0:
+            share = rates.msg_rate / source.rates.msg_rate
+        elif source.rates.throughput > 0:
+            share = rates.throughput / source.rates.throughput
+        else:
+            share = 0.0
+        cpu = source.cpu.usage * min(1.0, share)
     delta = deltas.setdefault(broker, [0.0, 0.0, 0.0])
     delta[0] += sign * cpu
     delta[1] += sign * rates.msg_throughput_in
@@ -902,7 +908,7 @@ def plan_unload(
     owner = snapshot.bundles[bundle].owner if bundle in snapshot.bundles else None
     recent = sum(1 for t in snapshot.recently_unloaded.values() if t >= now - 3600)
     veto, why = _veto(bundle, owner, snapshot, config, now, recent)
-    if owner is None and veto is None:
+    if owner is None and bundle in snapshot.bundles:
         veto, why = Reason.NOT_OWNER, f"{bundle} has no owner; nothing to unload"
     hard = veto in (Reason.UNKNOWN_BUNDLE, Reason.NOT_OWNER) or owner is None
     load = snapshot.bundles[bundle].short_term.throughput if bundle in snapshot.bundles else 0.0
@@ -1058,9 +1064,7 @@ def plan_drain(
     return _operator_plan(draining, config, out_state, actions, serving)
 
 
-def plan_activate(
-    snapshot: ClusterSnapshot, config: CycleConfig, broker: str
-) -> CyclePlan:
+def plan_activate(snapshot: ClusterSnapshot, config: CycleConfig, broker: str) -> CyclePlan:
     """An operator returns ``broker`` to the active set (it takes bundles again).
 
     Raises:
@@ -1082,7 +1086,6 @@ def plan_activate(
     return _operator_plan(snapshot, config, {}, [change], serving)
 
 
-
 def apply_to_owners(
     plan: CyclePlan,
     owners: dict[str, str | None],
@@ -1100,7 +1103,41 @@ def apply_to_owners(
             owners[action.target] = None
             recently_unloaded[action.target] = now
             moved += 1
-        elif action.kind == ActionKind.PLACE and action.destination is not None:
-            if owners.get(action.target) is None:
-                owners[action.target] = action.destination
+        elif (
+            action.kind == ActionKind.PLACE
+            and action.destination is not None
+            and owners.get(action.target) is None
+        ):
+            owners[action.target] = action.destination
     return moved
+
+
+def plan_placement(
+    snapshot: ClusterSnapshot,
+    config: CycleConfig,
+    state: Mapping[str, Any],
+    bundles: Sequence[str],
+    now: Seconds | None = None,
+) -> CyclePlan:
+    """Place unowned ``bundles`` with the configured placement over the serving brokers (a
+    client's lookup of a topic whose bundle nobody owns): the cycle's placement step alone."""
+    now = snapshot.now if now is None else now
+    serving = _serving(snapshot, config, now)
+    placement = _cycle_placement(config.strategies.placement)
+    wanted = [b for b in bundles if b in snapshot.bundles and snapshot.bundles[b].owner is None]
+    actions: list[Action] = []
+    remembered: dict[str, Any] = {}
+    if wanted:
+        placements, after = place_many(
+            snapshot,
+            wanted,
+            config.pulsar,
+            {**state.get(placement, {}), "preallocated": {}},
+            strategy=placement,
+            candidates=serving,
+        )
+        remembered = {k: v for k, v in after.items() if k != "preallocated"}
+        actions = [_place_action(p, placement, "") for p in placements]
+    out_state = {**state, placement: remembered} if remembered else dict(state)
+    plan = _operator_plan(snapshot, config, out_state, actions, serving)
+    return replace(plan, reason=str(Reason.LEAST_LOADED), strategy=placement)

@@ -22,12 +22,12 @@ def bytes_per_s(value: float) -> str:
 
 
 def msg_per_s(value: float) -> str:
-    """"1,000.0 msg/s"."""
+    """ "1,000.0 msg/s"."""
     return f"{value:,.1f} msg/s"
 
 
 def seconds(value: float) -> str:
-    """"42 s"."""
+    """ "42 s"."""
     return f"{value:.0f} s"
 
 

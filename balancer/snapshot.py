@@ -201,9 +201,7 @@ class ClusterSnapshot:
             for name in self.owned_by(broker):
                 bundles[name] = replace(bundles[name], owner=None)
         brokers = {n: b for n, b in self.brokers.items() if n not in gone_set}
-        return ClusterSnapshot(
-            self.now, brokers, bundles, self.namespaces, self.recently_unloaded
-        )
+        return ClusterSnapshot(self.now, brokers, bundles, self.namespaces, self.recently_unloaded)
 
     def max_usage(self) -> dict[str, float]:
         """Every broker's unweighted max of cpu, direct memory and bandwidth in/out (fraction)."""

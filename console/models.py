@@ -198,18 +198,19 @@ class TickLock(models.Model):
 
 
 class Decision(models.Model):
-    """One balancer decision: a shedding cycle or a placement, with reason and numbers."""
+    """One balancer decision: a shedding cycle, a placement or an operator's plan, stored whole."""
 
     class Kind(models.TextChoices):
         SHED = "shed"
         PLACE = "place"
+        OPERATOR = "operator"
 
     at = models.DateTimeField(db_index=True)
     kind = models.CharField(max_length=10, choices=Kind.choices)
     strategy = models.CharField(max_length=100)
     reason = models.CharField(max_length=100)
-    summary = models.CharField(max_length=500)
-    details = models.JSONField(default=dict)  # the strategy's output: unloads, skipped, stats
+    summary = models.TextField()
+    details = models.JSONField(default=dict)  # the whole plan (balancer.cycle.CyclePlan.as_dict)
 
     class Meta:
         ordering = ["-at", "-id"]
@@ -234,7 +235,7 @@ class AuditEvent(models.Model):
     target = models.CharField(max_length=300)
     source = models.CharField(max_length=200, blank=True, default="")
     destination = models.CharField(max_length=200, blank=True, default="")
-    reason = models.CharField(max_length=300)
+    reason = models.TextField()  # the core's explanation sentences, with units
     decision = models.ForeignKey(Decision, null=True, blank=True, on_delete=models.SET_NULL)
     load_before = models.JSONField(default=dict)  # broker -> usage fraction, and "cv"
     load_after = models.JSONField(null=True, blank=True)  # filled from the first tick after

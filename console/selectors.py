@@ -5,8 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
+
 from balancer.config import PulsarConfig
+from balancer.cycle import CycleConfig, Strategies
 from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage
+from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 from balancer.stats import imbalance
 from balancer.wire import RATE_KEYS
@@ -32,6 +36,7 @@ def broker_load_from_report(
         return BrokerLoad(
             name=broker.name, failure_domain=domain, state=broker.state, bundles=bundles
         )
+    reported_at = report.reported_at.timestamp()
     return BrokerLoad(
         name=broker.name,
         failure_domain=domain,
@@ -53,6 +58,7 @@ def broker_load_from_report(
         ),
         bundles=bundles,
         topics=report.topic_count,
+        reported_at=reported_at,
     )
 
 
@@ -107,6 +113,24 @@ def pulsar_config_get(config: BalancerConfig | None = None) -> PulsarConfig:
     """The stored parameters as the balancer's frozen config."""
     config = config or balancer_config_get()
     return PulsarConfig.from_keys(config.parameters)
+
+
+def cycle_config_get(config: BalancerConfig | None = None) -> CycleConfig:
+    """The cycle's whole configuration: the stored strategies and Pulsar parameters, and
+    Fulcrum's safety limits from the settings (FULCRUM_BUNDLE_COOL_DOWN_S, ...)."""
+    config = config or balancer_config_get()
+    return CycleConfig(
+        strategies=Strategies(config.shedder, config.placement, config.split_algorithm),
+        pulsar=pulsar_config_get(config),
+        safety=SafetyConfig(
+            bundle_cool_down_s=settings.FULCRUM_BUNDLE_COOL_DOWN_S,
+            max_moves_per_hour=settings.FULCRUM_MAX_MOVES_PER_HOUR,
+            blacklist=tuple(settings.FULCRUM_BLACKLIST),
+            broker_timeout_s=settings.FULCRUM_BROKER_TIMEOUT_S,
+            is_auto_split_enabled=config.is_auto_split_enabled,
+        ),
+        is_shedding_enabled=config.is_shedding_enabled,
+    )
 
 
 def broker_rankings() -> list[dict[str, Any]]:

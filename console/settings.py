@@ -139,6 +139,9 @@ CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = _env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Spark and other long work run on their own queue and worker process, never in the shedding
+# worker (which consumes only the default "celery" queue).
+CELERY_TASK_ROUTES = {"console.tasks.report_run": {"queue": "reports"}}
 # Beat wakes the shedding tick this often; the tick itself runs every BalancerConfig.loop_interval_s
 # (default 10 s: the demo's trace plays 30x faster than real time, so about five simulated
 # minutes, where Pulsar sheds every minute). Changing the interval in the admin needs no restart.
@@ -148,6 +151,7 @@ FULCRUM_HISTORY_FLUSH_S = float(os.environ.get("FULCRUM_HISTORY_FLUSH_S", "60"))
 CELERY_BEAT_SCHEDULE = {
     "shedding-tick": {"task": "console.tasks.shedding_tick", "schedule": FULCRUM_TICK_INTERVAL_S},
     "history-flush": {"task": "console.tasks.history_flush", "schedule": FULCRUM_HISTORY_FLUSH_S},
+    "report-runs-reap": {"task": "console.tasks.report_runs_reap", "schedule": 60.0},
 }
 
 LOGGING = {

@@ -8,6 +8,7 @@ from console.reports.submit import report_run_execute
 from console.services import shedding_tick_run
 from console.services.history import history_flush as history_flush_service
 from console.services.history import load_reports_prune
+from console.services.reports import report_runs_reap as report_runs_reap_service
 
 
 @shared_task(ignore_result=True)
@@ -30,3 +31,9 @@ def report_run(run_id: int) -> str:
     """Run one Spark report job."""
     history_flush_service()
     return report_run_execute(run_id).status
+
+
+@shared_task(ignore_result=True)
+def report_runs_reap() -> int:
+    """Mark failed the report runs a dead worker left queued or running."""
+    return report_runs_reap_service()

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 from plotly.offline import get_plotlyjs
 
 from console import selectors
-from console.api.permissions import is_operator
+from console.access import is_operator
 from console.models import AuditEvent, ClusterSample, Decision, Namespace, ReportRun
 
 

@@ -9,7 +9,9 @@ from django.conf import settings
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
-OPERATORS_GROUP = "operators"
+from console.access import BROKER_AGENT_USERNAME, OPERATORS_GROUP, is_operator, may_act
+
+__all__ = ["OPERATORS_GROUP", "BrokerAgent", "IsBrokerAgent", "IsOperator", "is_operator"]
 
 
 class BrokerAgent:
@@ -19,7 +21,7 @@ class BrokerAgent:
     is_active = True
     is_superuser = False
     pk = None
-    username = "broker-agent"
+    username = BROKER_AGENT_USERNAME
 
     def get_username(self) -> str:
         return self.username
@@ -42,13 +44,6 @@ class BrokerTokenAuthentication(authentication.BaseAuthentication):
         return self.keyword
 
 
-def is_operator(user: Any) -> bool:
-    """Superusers and members of the ``operators`` group may act on the cluster."""
-    if isinstance(user, BrokerAgent) or not getattr(user, "is_authenticated", False):
-        return False
-    return bool(user.is_superuser or user.groups.filter(name=OPERATORS_GROUP).exists())
-
-
 class IsBrokerAgent(permissions.BasePermission):
     """Only brokers send load reports."""
 
@@ -64,7 +59,7 @@ class IsOperator(permissions.BasePermission):
     message = "this action needs an operator"
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        if settings.FULCRUM_READ_ONLY:
-            self.message = "the console is in read-only mode"
-            return False
-        return is_operator(request.user)
+        allowed, why = may_act(request.user)
+        if not allowed:
+            self.message = why
+        return allowed

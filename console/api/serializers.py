@@ -49,7 +49,10 @@ class UnloadOutput(serializers.Serializer):
     bundle = serializers.CharField()
     source = serializers.CharField()
     destination = serializers.CharField(allow_null=True)
-    audit = serializers.IntegerField()
+    forced = serializers.BooleanField()
+    explanation = serializers.CharField()
+    audit = serializers.IntegerField(allow_null=True)
+    decision = serializers.IntegerField()
 
 
 class DecisionOutput(serializers.ModelSerializer):

@@ -81,6 +81,25 @@ def rankings(request: Request) -> Response:
     return Response({"rankings": rows, **selectors.current_imbalance(rows)})
 
 
+class UnloadInput(serializers.Serializer):
+    expected_owner = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    destination = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    force = serializers.BooleanField(required=False, default=False)
+
+
+class SplitInput(serializers.Serializer):
+    algorithm = serializers.CharField(required=False)
+    positions = serializers.ListField(child=serializers.CharField(), required=False)
+    expected_owner = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    force = serializers.BooleanField(required=False, default=False)
+
+    def validate_positions(self, value: list[str]) -> list[int]:
+        try:
+            return [int(v, 16) for v in value]
+        except ValueError:
+            raise serializers.ValidationError("positions are hashes such as 0x40000000") from None
+
+
 class BundleViewSet(viewsets.ReadOnlyModelViewSet):
     """Bundles with owners and time-averaged load; ``unload`` for operators."""
 
@@ -91,15 +110,28 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
         namespace = self.request.query_params.get("namespace")
         return rows.filter(namespace__name=namespace) if namespace else rows
 
-    @extend_schema(request=None, responses=UnloadOutput)
+    @extend_schema(request=UnloadInput, responses=UnloadOutput)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def unload(self, request: Request, pk: Any = None) -> Response:
+        """Unload the bundle: 409 when it is no longer owned by ``expected_owner``, or a veto
+        refuses it (``force`` overrides cool-down, grace period, rate limit, blacklist)."""
         bundle = self.get_object()
-        return Response(UnloadOutput(bundle_unload(bundle.name, actor=request.user)).data)
+        params = UnloadInput(data=request.data)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        result = bundle_unload(
+            bundle.name,
+            actor=request.user,
+            expected_owner=data.get("expected_owner"),
+            destination=data.get("destination"),
+            force=data.get("force", False),
+        )
+        return Response(UnloadOutput(result).data)
 
-    @extend_schema(request=None, responses=dict)
+    @extend_schema(request=SplitInput, responses=dict)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def split(self, request: Request, pk: Any = None) -> Response:
+        """Split the bundle: 409 when it is no longer owned by ``expected_owner``."""
         bundle = self.get_object()
         params = SplitInput(data=request.data)
         params.is_valid(raise_exception=True)
@@ -108,6 +140,8 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
             actor=request.user,
             algorithm=params.validated_data.get("algorithm"),
             positions=params.validated_data.get("positions"),
+            expected_owner=params.validated_data.get("expected_owner"),
+            force=params.validated_data.get("force", False),
         )
         return Response(result)
 
@@ -129,17 +163,6 @@ class BrokerViewSet(viewsets.GenericViewSet):
     def activate(self, request: Request, name: str = "") -> Response:
         broker = broker_state_set(name, "active", actor=request.user)
         return Response({"broker": broker.name, "state": broker.state})
-
-
-class SplitInput(serializers.Serializer):
-    algorithm = serializers.CharField(required=False)
-    positions = serializers.ListField(child=serializers.CharField(), required=False)
-
-    def validate_positions(self, value: list[str]) -> list[int]:
-        try:
-            return [int(v, 16) for v in value]
-        except ValueError:
-            raise serializers.ValidationError("positions are hashes such as 0x40000000") from None
 
 
 class DecisionViewSet(viewsets.ReadOnlyModelViewSet):

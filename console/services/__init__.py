@@ -1,14 +1,10 @@
 """Writes: every change to the store goes through a service, atomically and audited."""
 
-from console.services.balancing import (
-    broker_state_set,
-    bundle_lookup,
-    bundle_split,
-    bundle_unload,
-    shedding_tick_run,
-)
+from console.services.brokers import broker_state_set
+from console.services.bundles import bundle_lookup, bundle_split, bundle_unload
 from console.services.errors import ConsoleError
 from console.services.ingest import load_report_ingest
+from console.services.shedding import shedding_tick_run
 
 __all__ = [
     "ConsoleError",

@@ -26,8 +26,12 @@ const Fulcrum = (() => {
     return input ? input.value : "";
   }
 
-  async function post(url) {
-    const response = await fetch(url, {method: "POST", headers: {"X-CSRFToken": csrf()}, credentials: "same-origin"});
+  async function post(url, data) {
+    const response = await fetch(url, {
+      method: "POST", credentials: "same-origin",
+      headers: {"X-CSRFToken": csrf(), "Content-Type": "application/json"},
+      body: JSON.stringify(data || {}),
+    });
     const body = await response.json().catch(() => ({}));
     if (!response.ok) throw new Error((body.error && body.error.message) || body.detail || response.statusText);
     return body;
@@ -90,13 +94,14 @@ const Fulcrum = (() => {
     document.querySelectorAll("button.unload").forEach((button) => {
       button.addEventListener("click", async () => {
         const name = button.dataset.name;
-        if (!confirm(`Unload bundle ${name}?\nIts topics disconnect and reconnect to the broker placement chooses.`)) return;
+        const owner = button.closest("tr").querySelector(".owner").textContent.trim();
+        if (!confirm(`Unload bundle ${name} from ${owner}?\nIts topics disconnect and reconnect to the broker placement chooses.`)) return;
         button.disabled = true;
         result.className = "result";
         result.textContent = `Unloading ${name}…`;
         try {
-          const body = await post(`/api/bundles/${button.dataset.id}/unload/`);
-          result.textContent = `Unloaded ${body.bundle} from ${body.source}; now on ${body.destination || "nobody"}.`;
+          const body = await post(`/api/bundles/${button.dataset.id}/unload/`, {expected_owner: owner});
+          result.textContent = `Unloaded ${body.bundle} from ${body.source}; now on ${body.destination || "nobody"}. ${body.explanation}`;
         } catch (err) {
           result.className = "result error";
           result.textContent = `Unload refused: ${err.message}`;
@@ -108,10 +113,12 @@ const Fulcrum = (() => {
     document.querySelectorAll("button.split").forEach((button) => {
       button.addEventListener("click", async () => {
         const name = button.dataset.name;
+        const owner = button.closest("tr").querySelector(".owner").textContent.trim();
         if (!confirm(`Split bundle ${name} with the configured split algorithm?\nBoth halves are unloaded and placed again.`)) return;
         button.disabled = true;
         try {
-          const body = await post(`/api/bundles/${button.dataset.id}/split/`);
+          const body = await post(`/api/bundles/${button.dataset.id}/split/`,
+            owner === "unassigned" ? {} : {expected_owner: owner});
           result.className = "result";
           result.textContent = `Split ${body.bundle} at ${body.boundaries.join(", ")}; reloading…`;
           setTimeout(() => location.reload(), 800);
@@ -125,7 +132,7 @@ const Fulcrum = (() => {
     on("balancer.bundle_moved", (p) => {
       const row = document.querySelector(`tr[data-bundle="${CSS.escape(p.target)}"]`);
       if (!row) return;
-      row.querySelector(".owner").textContent = p.action === "unload" ? "unassigned" : p.destination;
+      row.querySelector(".owner").textContent = p.destination || "unassigned";
       row.classList.add("changed");
     });
     connect();

@@ -4,7 +4,7 @@ import pytest
 
 from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision
 from console.services import bundle_lookup, bundle_unload, shedding_tick_run
-from console.services.balancing import _claim_tick
+from console.services.shedding import TICK_LOCK, lease_claim
 from console.services.errors import ConsoleError
 from tests.conftest import report
 
@@ -26,7 +26,8 @@ def test_lookup_places_an_unowned_bundle_and_records_it(cluster):
     assert bundle.owner.name == result["owner"]
     decision = Decision.objects.get(kind=Decision.Kind.PLACE)
     assert decision.strategy == "LeastLongTermMessageRate"
-    assert decision.details["broker"] == result["owner"]
+    assert decision.details["actions"][0]["destination"] == result["owner"]
+    assert decision.details["actions"][0]["metric"]["unit"] == "msg/s"
     event = AuditEvent.objects.get(action=AuditEvent.Action.PLACE)
     assert event.actor is None
     assert event.destination == result["owner"]
@@ -91,7 +92,9 @@ def test_tick_unloads_from_the_hot_broker_places_and_audits(cluster):
     assert decision.kind == Decision.Kind.SHED
     assert decision.reason == "Overloaded"
     assert decision.strategy == "ThresholdShedder"
-    assert decision.details["stats"]["avgUsage"] == pytest.approx(0.3667, abs=1e-3)
+    assert decision.details["shedding"]["stats"]["avgUsage"] == pytest.approx(0.3667, abs=1e-3)
+    assert decision.details["stats"]["before"]["avgUsage"] == pytest.approx(0.3667, abs=1e-3)
+    assert decision.details["stats"]["after"]["cv"] < decision.details["stats"]["before"]["cv"]
     unloads = AuditEvent.objects.filter(action=AuditEvent.Action.UNLOAD)
     # fraction 0.9 - 0.367 - 0.1 + 0.05 = 0.483 of 480 MiB/s = 232 MiB/s: three 80 MiB/s bundles.
     assert unloads.count() == 3
@@ -100,6 +103,7 @@ def test_tick_unloads_from_the_hot_broker_places_and_audits(cluster):
         assert event.destination in {"broker-2", "broker-3"}
         assert event.load_before["broker-1"] == pytest.approx(0.9)
         assert "ThresholdShedder Overloaded" in event.reason
+        assert "80.0 MiB/s" in event.reason  # the bundle's throughput, in its unit
     assert len(names_of("broker-1")) == 3
     assert ClusterSample.objects.count() == 1
     # The load after is measured at the next tick.
@@ -119,7 +123,7 @@ def test_tick_keeps_strategy_state_between_cycles(cluster):
 
 
 def test_only_one_tick_runs_at_a_time(cluster):
-    assert _claim_tick(NOW, 60)
+    assert lease_claim(TICK_LOCK, "another-worker", NOW, 60)
     assert shedding_tick_run(now=NOW + timedelta(seconds=5)) is None
     assert Decision.objects.count() == 0
 
@@ -134,9 +138,14 @@ def test_operator_unload_moves_the_bundle_and_is_audited(cluster, operator):
     assert result["destination"] == "broker-3"  # owns no bundle of the namespace yet
     event = AuditEvent.objects.get(action=AuditEvent.Action.UNLOAD)
     assert event.actor == operator
-    assert event.reason == "operator unload"
+    assert event.reason.startswith(f"operator unload of {target} from broker-1; throughput")
+    assert "placed: LeastLongTermMessageRate chose broker-3" in event.reason
     assert event.destination == "broker-3"
     assert target in names_of("broker-3")
+    # One decision holds the plan whole: the unload followed by its placement.
+    decision = Decision.objects.get(kind=Decision.Kind.OPERATOR)
+    assert [a["kind"] for a in decision.details["actions"]] == ["unload", "place"]
+    assert AuditEvent.objects.count() == 1  # one row per move
 
 
 def test_unload_of_an_unowned_or_unknown_bundle_is_refused(cluster, operator):
@@ -159,8 +168,8 @@ def test_an_unloaded_bundle_never_goes_back_to_the_broker_it_left(cluster, opera
     target = next(n for n in names_of("broker-1") if n.startswith("acme/orders/"))
     result = bundle_unload(target, actor=operator, now=NOW)
     assert result["destination"] == "broker-3"
-    placement = Decision.objects.get(kind=Decision.Kind.PLACE)
-    assert "broker-1" not in placement.details["candidates"]
+    decision = Decision.objects.get(kind=Decision.Kind.OPERATOR)
+    assert [a["destination"] for a in decision.details["actions"]] == ["broker-3", "broker-3"]
 
 
 def test_placement_strategy_is_read_from_the_config_and_its_state_persists(cluster):
@@ -199,14 +208,14 @@ def test_draining_moves_every_bundle_then_the_broker_is_drained(cluster, operato
     own_all(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
     for name in ("broker-1", "broker-2", "broker-3"):
         ingest(report(name, 20, bundles=names_of(name), timestamp=NOW.timestamp()))
-    broker_state_set("broker-2", "draining", actor=operator, now=NOW)
-    shedding_tick_run(now=NOW)
+    broker = broker_state_set("broker-2", "draining", actor=operator, now=NOW)
+    # The drain is one plan: every bundle moves away, then the broker is drained.
     assert names_of("broker-2") == []
-    shedding_tick_run(now=NOW + timedelta(seconds=10))
-    assert Broker.objects.get(name="broker-2").state == "drained"
-    assert (
-        AuditEvent.objects.filter(action="drain", reason__startswith="drain complete").count() == 1
-    )
+    assert broker.state == "drained"
+    assert AuditEvent.objects.filter(action="drain", reason__contains="drain complete").count() == 1
+    moves = AuditEvent.objects.filter(action="unload", source="broker-2")
+    assert moves.count() == 3
+    assert all(e.destination in {"broker-1", "broker-3"} for e in moves)
 
 
 def test_draining_the_last_active_broker_is_refused(cluster, operator):
@@ -226,11 +235,14 @@ def test_safety_rules_refuse_unloads_and_say_why(cluster, settings):
     report_all({"broker-1": (90, 480), "broker-2": (10, 80), "broker-3": (10, 80)})
     decision = shedding_tick_run(now=NOW)
     assert AuditEvent.objects.filter(action="unload").count() == 0
-    assert {r["reason"] for r in decision.details["refused"]} == {"Blacklisted"}
-    assert "refused by the safety rules" in decision.summary
+    vetoed = [a for a in decision.details["actions"] if a["outcome"] == "vetoed"]
+    assert vetoed
+    assert {a["veto"] for a in vetoed} == {"Blacklisted"}
+    assert all("matches the blacklist pattern 'acme/*'" in a["explanation"] for a in vetoed)
+    assert f"{len(vetoed)} vetoed" in decision.summary
 
 
-def test_operator_split_cuts_the_bundle_and_places_both_children(cluster, operator):
+def test_operator_split_cuts_the_bundle_and_leaves_the_children_for_placement(cluster, operator):
     from console.services import bundle_split
 
     own_all(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
@@ -242,14 +254,15 @@ def test_operator_split_cuts_the_bundle_and_places_both_children(cluster, operat
         "acme/orders/0x00000000_0x20000000",
         "acme/orders/0x20000000_0x40000000",
     }
-    assert all(result["children"].values())
+    # Pulsar assigns split bundles at their next lookup: the children are unowned until then.
+    assert bundle_lookup("persistent://acme/orders/x", now=NOW)["owner"] is not None
     lowers = list(
         Bundle.objects.filter(namespace__name="acme/orders").values_list("lower", flat=True)
     )
     assert sorted(lowers) == [0, 0x20000000, 0x40000000, 0x80000000, 0xC0000000]
     event = AuditEvent.objects.get(action="split")
     assert event.actor == operator
-    assert "range_equally_divide at 0x20000000" in event.reason
+    assert "range_equally_divide cuts at 0x20000000" in event.reason
 
 
 def test_split_refusals_name_the_reason(cluster, operator):
@@ -295,7 +308,9 @@ def test_auto_split_runs_in_the_tick_when_enabled(cluster):
     shedding_tick_run(now=NOW)
     event = AuditEvent.objects.get(action="split")
     assert event.actor is None
-    assert event.reason.startswith("auto-split: MsgRate 40000 > 30000")
+    assert event.reason.startswith(
+        "auto-split: MsgRate 40,000.0 msg/s above the limit 30,000.0 msg/s"
+    )
     assert Bundle.objects.filter(namespace__name="acme/orders").count() == 5
 
 
@@ -324,6 +339,8 @@ def test_anti_affinity_guard_keeps_a_bundle_that_cannot_spread_better(cluster):
     own_all(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
     report_all({"broker-1": (90, 480), "broker-2": (10, 80), "broker-3": (10, 80)})
     decision = shedding_tick_run(now=NOW)
-    assert decision.details["unloads"]
-    assert {r["reason"] for r in decision.details["refused"]} == {"AntiAffinity"}
+    skipped = decision.details["shedding"]["skipped"]
+    assert skipped
+    assert {s["reason"] for s in skipped} == {"AntiAffinity"}
+    assert decision.reason == "AntiAffinity"
     assert AuditEvent.objects.filter(action="unload").count() == 0

@@ -1,0 +1,33 @@
+"""Who may do what: one module that the API's permissions and the pages both use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+OPERATORS_GROUP = "operators"
+BROKER_AGENT_USERNAME = "broker-agent"
+
+
+def is_broker_agent(user: Any) -> bool:
+    """A broker (or the simulator) that presented the broker token."""
+    return getattr(user, "username", None) == BROKER_AGENT_USERNAME and not getattr(
+        user, "pk", None
+    )
+
+
+def is_operator(user: Any) -> bool:
+    """Superusers and members of the ``operators`` group may act on the cluster."""
+    if is_broker_agent(user) or not getattr(user, "is_authenticated", False):
+        return False
+    return bool(user.is_superuser or user.groups.filter(name=OPERATORS_GROUP).exists())
+
+
+def may_act(user: Any) -> tuple[bool, str]:
+    """(allowed, why not) for an operator action: refused for everybody in read-only mode."""
+    if settings.FULCRUM_READ_ONLY:
+        return False, "the console is in read-only mode"
+    if not is_operator(user):
+        return False, "this action needs an operator"
+    return True, ""

@@ -1,0 +1,295 @@
+"""Applying a plan: the one place that writes owners, splits and broker states, the Decision that
+stores the plan whole, and one AuditEvent per applied action.
+
+Every bundle write is a compare-and-set on the owner the plan expected (a conditional UPDATE), so
+a plan made against a stale owner is never applied twice: an operator's plan is refused whole
+with 409, the tick's stale actions are skipped and recorded.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from balancer import bundles as bundle_ops
+from balancer.cycle import Action, ActionKind, CyclePlan
+from balancer.errors import BalancerError
+from console import realtime
+from console.models import AuditEvent, Broker, Bundle, Decision, Namespace
+from console.services.errors import ConsoleError
+
+
+def _bundle_key(name: str) -> tuple[str, int, int]:
+    try:
+        parsed = bundle_ops.parse_bundle_name(name)
+    except BalancerError as exc:
+        raise ConsoleError(exc.message, field="bundle") from None
+    return parsed.namespace, parsed.range.lower, parsed.range.upper
+
+
+def bundle_rows(names: Iterable[str]) -> dict[str, Bundle]:
+    """The bundle rows of ``names`` (unknown names are absent), by name."""
+    keys = {_bundle_key(n): n for n in names}
+    if not keys:
+        return {}
+    namespaces = {ns for ns, _, _ in keys}
+    lowers = {lower for _, lower, _ in keys}
+    rows = Bundle.objects.select_related("namespace", "owner").filter(
+        namespace__name__in=namespaces, lower__in=lowers
+    )
+    out = {}
+    for row in rows:
+        name = keys.get((row.namespace.name, row.lower, row.upper))
+        if name is not None:
+            out[name] = row
+    return out
+
+
+def _figures(plan: CyclePlan, *brokers: str | None) -> dict[str, Any]:
+    """Usage fractions of the brokers an action touched, and the cluster CV, before the plan."""
+    figures: dict[str, Any] = {
+        b: round(plan.before.brokers[b], 4) for b in brokers if b and b in plan.before.brokers
+    }
+    figures["cv"] = round(plan.before.cv, 4)
+    return figures
+
+
+def _said(action: Action) -> str:
+    if action.forced and action.veto is not None:
+        return f"{action.explanation} — forced past {action.veto} by the operator"
+    return action.explanation
+
+
+def plan_apply(
+    plan: CyclePlan,
+    *,
+    now: datetime,
+    actor: AbstractBaseUser | None,
+    kind: str,
+    refuse_stale: bool,
+) -> Decision:
+    """Apply ``plan`` in one transaction and record it.
+
+    Args:
+        plan: a cycle or operator plan; only its planned actions are applied.
+        now: the time of the decision (audit and ``last_unloaded_at``).
+        actor: the operator, or None for the balancer itself.
+        kind: the Decision kind (shed, operator, place).
+        refuse_stale: True (operator plans): an action whose bundle no longer has the owner the
+            plan expected refuses the whole plan with 409; False (the tick): that action and the
+            placement that follows it are skipped and listed in the decision as stale.
+
+    Raises:
+        ConsoleError: 409 for a stale plan when ``refuse_stale``.
+    """
+    with transaction.atomic():
+        planned = plan.planned()
+        rows = bundle_rows(
+            a.target
+            for a in planned
+            if a.kind in (ActionKind.UNLOAD, ActionKind.PLACE, ActionKind.SPLIT)
+        )
+        brokers = {b.name: b for b in Broker.objects.all()}
+        decision = Decision.objects.create(
+            at=now,
+            kind=kind,
+            strategy=plan.strategy,
+            reason=plan.reason,
+            summary=plan.summary(),
+            details=plan.as_dict(),
+        )
+        stale: list[dict[str, Any]] = []
+        skipped: set[str] = set()
+        pending_moves: dict[str, Action] = {}
+        events: list[AuditEvent] = []
+        for action in planned:
+            row = rows.get(action.target)
+            if action.kind == ActionKind.UNLOAD:
+                ok = row is not None and _compare_and_set(
+                    row, expected=action.source, owner=None, unloaded_at=now
+                )
+                if not ok:
+                    _stale(action, row, refuse_stale, stale, skipped)
+                    continue
+                pending_moves[action.target] = action
+            elif action.kind == ActionKind.PLACE:
+                if action.target in skipped:
+                    continue
+                target = brokers.get(action.destination or "")
+                ok = (
+                    row is not None
+                    and target is not None
+                    and _compare_and_set(row, expected=None, owner=target)
+                )
+                if not ok:
+                    _stale(action, row, refuse_stale, stale, skipped)
+                    continue
+                unload = pending_moves.pop(action.target, None)
+                events.append(_move_event(plan, decision, now, actor, unload, action))
+            elif action.kind == ActionKind.SPLIT:
+                if row is None or (row.owner.name if row.owner else None) != action.source:
+                    _stale(action, row, refuse_stale, stale, skipped)
+                    continue
+                events.append(_split(plan, decision, row, action, now, actor))
+            elif action.kind == ActionKind.BROKER_STATE:
+                broker = brokers.get(action.target)
+                if broker is None:
+                    _stale(action, None, refuse_stale, stale, skipped)
+                    continue
+                broker.state = action.destination or broker.state
+                broker.save(update_fields=["state"])
+                events.append(
+                    AuditEvent(
+                        at=now,
+                        actor=actor,
+                        action=AuditEvent.Action.DRAIN,
+                        target=action.target,
+                        source=action.target,
+                        reason=f"{action.source} -> {action.destination}: {_said(action)}",
+                        decision=decision,
+                        load_before=_figures(plan, action.target),
+                    )
+                )
+        # Unloads whose bundle found no new owner this plan: audited as unloads alone.
+        for unload in pending_moves.values():
+            events.append(_move_event(plan, decision, now, actor, unload, None))
+        AuditEvent.objects.bulk_create(events)
+        if stale:
+            decision.details = {**decision.details, "stale": stale}
+            decision.save(update_fields=["details"])
+        for event in AuditEvent.objects.filter(decision=decision).select_related("actor"):
+            realtime.publish(realtime.BUNDLE_MOVED, event.summary())
+        realtime.publish(
+            realtime.DECISION_MADE,
+            {
+                "id": decision.pk,
+                "at": now.isoformat(),
+                "strategy": decision.strategy,
+                "reason": decision.reason,
+                "summary": decision.summary,
+            },
+        )
+    return decision
+
+
+def _compare_and_set(
+    row: Bundle, *, expected: str | None, owner: Broker | None, unloaded_at: datetime | None = None
+) -> bool:
+    """Set the owner only if it still is ``expected`` (by broker name; None: no owner)."""
+    rows = Bundle.objects.filter(pk=row.pk)
+    rows = (
+        rows.filter(owner__isnull=True) if expected is None else rows.filter(owner__name=expected)
+    )
+    changes: dict[str, Any] = {"owner": owner}
+    if unloaded_at is not None:
+        changes["last_unloaded_at"] = unloaded_at
+    if not rows.update(**changes):
+        return False
+    row.owner = owner
+    return True
+
+
+def _stale(
+    action: Action,
+    row: Bundle | None,
+    refuse: bool,
+    stale: list[dict[str, Any]],
+    skipped: set[str],
+) -> None:
+    if row is None:
+        now_owner = "it no longer exists"
+    else:
+        row.refresh_from_db(fields=["owner"])
+        now_owner = f"its owner is now {row.owner.name if row.owner else 'nobody'}"
+    expected = action.source if action.kind != ActionKind.PLACE else None
+    message = (
+        f"{action.target} changed since the plan was made: expected owner "
+        f"{expected or 'nobody'}, {now_owner}"
+    )
+    if refuse:
+        raise ConsoleError(message, status=409, field="bundle", reason="StalePlan")
+    stale.append({"kind": str(action.kind), "target": action.target, "reason": message})
+    skipped.add(action.target)
+
+
+def _move_event(
+    plan: CyclePlan,
+    decision: Decision,
+    now: datetime,
+    actor: AbstractBaseUser | None,
+    unload: Action | None,
+    place: Action | None,
+) -> AuditEvent:
+    """One audit row per move: the unload and the placement that followed it."""
+    if unload is None:
+        assert place is not None
+        return AuditEvent(
+            at=now,
+            actor=actor,
+            action=AuditEvent.Action.PLACE,
+            target=place.target,
+            destination=place.destination or "",
+            reason=_said(place),
+            decision=decision,
+            load_before=_figures(plan, place.destination),
+        )
+    reason = _said(unload)
+    if place is not None:
+        reason += f"; placed: {_said(place)}"
+    else:
+        reason += "; no broker could take it: it stays unowned until a lookup places it"
+    return AuditEvent(
+        at=now,
+        actor=actor,
+        action=AuditEvent.Action.UNLOAD,
+        target=unload.target,
+        source=unload.source or "",
+        destination=place.destination or "" if place else "",
+        reason=reason,
+        decision=decision,
+        load_before=_figures(plan, unload.source, place.destination if place else None),
+    )
+
+
+def _split(
+    plan: CyclePlan,
+    decision: Decision,
+    row: Bundle,
+    action: Action,
+    now: datetime,
+    actor: AbstractBaseUser | None,
+) -> AuditEvent:
+    """Replace the bundle by its children (unowned, in their grace period), checking that the
+    namespace's bundles still partition its hash space."""
+    namespace: Namespace = row.namespace
+    current = list(namespace.bundles.order_by("lower"))
+    boundaries = [r.lower for r in current] + [current[-1].upper]
+    try:
+        bundle_ops.split_boundaries(
+            boundaries, bundle_ops.BundleRange(row.lower, row.upper), list(action.boundaries)
+        )
+    except BalancerError as exc:
+        raise ConsoleError(exc.message, status=409, field="bundle") from None
+    points = [row.lower, *action.boundaries, row.upper]
+    row.delete()
+    Bundle.objects.bulk_create(
+        [
+            Bundle(namespace=namespace, lower=a, upper=b, last_unloaded_at=now)
+            for a, b in itertools.pairwise(points)
+        ]
+    )
+    return AuditEvent(
+        at=now,
+        actor=actor,
+        action=AuditEvent.Action.SPLIT,
+        target=action.target,
+        source=action.source or "",
+        reason=_said(action),
+        decision=decision,
+        load_before=_figures(plan, action.source),
+    )

@@ -1,0 +1,52 @@
+"""Broker life cycle writes: an operator drains a broker (its bundles move away in the same plan,
+then it is drained) or activates it again — plans of the cycle, applied by ``plan_apply``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from balancer.cycle import plan_activate, plan_drain
+from balancer.errors import BalancerError
+from console import selectors
+from console.models import Broker, Decision
+from console.services.apply import plan_apply
+from console.services.errors import ConsoleError
+
+
+def broker_state_set(
+    broker_name: str, state: str, *, actor: AbstractBaseUser, now: datetime | None = None
+) -> Broker:
+    """Drain (``draining``) or activate (``active``) a broker. Idempotent; audited.
+
+    Raises:
+        ConsoleError: 404 unknown broker; 400 for a state other than draining or active; 409 when
+            draining would leave no serving broker.
+    """
+    now = now or timezone.now()
+    if state not in (Broker.State.DRAINING, Broker.State.ACTIVE):
+        raise ConsoleError("state must be draining or active", field="state")
+    try:
+        broker = Broker.objects.get(name=broker_name)
+    except Broker.DoesNotExist:
+        raise ConsoleError(f"unknown broker {broker_name!r}", status=404, field="broker") from None
+    if broker.state == state or (state == Broker.State.DRAINING and broker.state == "drained"):
+        return broker
+    config = selectors.balancer_config_get()
+    cycle = selectors.cycle_config_get(config)
+    snapshot = selectors.cluster_snapshot_get(now=now)
+    try:
+        if state == Broker.State.DRAINING:
+            plan = plan_drain(snapshot, cycle, config.state, broker_name)
+        else:
+            plan = plan_activate(snapshot, cycle, broker_name)
+    except BalancerError as exc:
+        raise ConsoleError(exc.message, status=404, field="broker") from None
+    if plan.vetoed:
+        first = plan.vetoed[0]
+        raise ConsoleError(first.explanation, status=409, field="broker", veto=str(first.veto))
+    plan_apply(plan, now=now, actor=actor, kind=Decision.Kind.OPERATOR, refuse_stale=True)
+    broker.refresh_from_db()
+    return broker

@@ -1,0 +1,117 @@
+"""The shedding tick: a lease, the cadence, one snapshot, the cycle's plan, applied and published.
+
+The tick is ``plan_cycle`` (balancer.cycle) on one snapshot of the store; this module only
+decides *when* it runs and hands the plan to ``plan_apply``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from balancer.cycle import CyclePlan, plan_cycle
+from balancer.snapshot import ClusterSnapshot
+from console import realtime, selectors
+from console.models import AuditEvent, ClusterSample, Decision, TickLock
+from console.services.apply import plan_apply
+
+log = logging.getLogger(__name__)
+TICK_LOCK = "shedding-tick"
+
+
+def lease_claim(name: str, token: str, now: datetime, ttl_s: float) -> bool:
+    """Take the lease ``name`` for ``ttl_s`` seconds when it is free or expired (compare-and-set
+    on ``locked_until``); True when ``token`` holds it now."""
+    TickLock.objects.get_or_create(name=name, defaults={"locked_until": now - timedelta(seconds=1)})
+    return bool(
+        TickLock.objects.filter(name=name, locked_until__lt=now).update(
+            locked_until=now + timedelta(seconds=ttl_s), holder=token
+        )
+    )
+
+
+def lease_renew(name: str, token: str, now: datetime, ttl_s: float) -> bool:
+    """Extend the lease while its holder still holds it; False when it was lost (expired and
+    taken by another tick)."""
+    return bool(
+        TickLock.objects.filter(name=name, holder=token).update(
+            locked_until=now + timedelta(seconds=ttl_s)
+        )
+    )
+
+
+def lease_release(name: str, token: str, now: datetime) -> None:
+    """Give the lease back, only if ``token`` still holds it."""
+    TickLock.objects.filter(name=name, holder=token).update(
+        locked_until=now - timedelta(seconds=1), holder=""
+    )
+
+
+def _fill_load_after(snapshot: ClusterSnapshot, plan: CyclePlan, now: datetime) -> None:
+    """The "after" figures of earlier actions, measured at this tick."""
+    usage = snapshot.weighted_usage(selectors.pulsar_config_get().weights)
+    for event in AuditEvent.objects.filter(load_after__isnull=True, at__lt=now):
+        brokers = [k for k in event.load_before if k != "cv"]
+        figures = {b: round(usage[b], 4) for b in brokers if b in usage}
+        figures["cv"] = round(plan.before.cv, 4)
+        event.load_after = figures
+        event.save(update_fields=["load_after"])
+
+
+def shedding_tick_run(
+    *, now: datetime | None = None, lease_ttl_s: float | None = None
+) -> Decision | None:
+    """One shedding cycle, cluster-wide: claim the lease, skip unless the configured loop
+    interval has passed since the last tick, build one snapshot, plan the cycle, renew the lease,
+    and apply the plan with the CV sample, the strategies' state and the "after" figures of
+    earlier actions in one transaction.
+
+    The lease lasts ``lease_ttl_s`` (default: the loop interval) and is renewed before applying,
+    so a worker killed mid-tick delays the next tick by at most one interval.
+
+    Returns:
+        The decision; None when another tick holds the lease, the tick is not due, or the lease
+        was lost before applying.
+    """
+    now = now or timezone.now()
+    config = selectors.balancer_config_get()
+    ttl = lease_ttl_s if lease_ttl_s is not None else max(config.loop_interval_s, 5.0)
+    token = uuid.uuid4().hex
+    if not lease_claim(TICK_LOCK, token, now, ttl):
+        log.info("another shedding tick holds the lease; skipped")
+        return None
+    try:
+        last = ClusterSample.objects.order_by("-at").values_list("at", flat=True).first()
+        if last is not None and now - last < timedelta(seconds=config.loop_interval_s * 0.9):
+            return None  # not due yet: the configured loop interval is longer than beat's
+        snapshot = selectors.cluster_snapshot_get(now=now)
+        plan = plan_cycle(
+            snapshot, selectors.cycle_config_get(config), config.state, now.timestamp()
+        )
+        if not lease_renew(TICK_LOCK, token, now, ttl):
+            log.warning("the shedding lease expired before the plan was applied; dropped")
+            return None
+        with transaction.atomic():
+            _fill_load_after(snapshot, plan, now)
+            ClusterSample.objects.create(
+                at=now,
+                mean_usage_fraction=plan.before.avg_usage,
+                std_usage_fraction=plan.before.std,
+                cv=plan.before.cv,
+            )
+            config.state = plan.state
+            config.save(update_fields=["state"])
+            decision = plan_apply(
+                plan, now=now, actor=None, kind=Decision.Kind.SHED, refuse_stale=False
+            )
+            realtime.publish(
+                realtime.CV_SAMPLED,
+                {"at": now.isoformat(), "cv": plan.before.cv, "mean": plan.before.avg_usage},
+            )
+        return decision
+    finally:
+        lease_release(TICK_LOCK, token, now)
