@@ -4,8 +4,8 @@ import pytest
 
 from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision
 from console.services import bundle_lookup, bundle_unload, shedding_tick_run
-from console.services.shedding import TICK_LOCK, lease_claim
 from console.services.errors import ConsoleError
+from console.services.shedding import TICK_LOCK, lease_claim
 from tests.conftest import report
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
