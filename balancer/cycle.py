@@ -345,7 +345,7 @@ def plan_cycle(
         state_out[shedder_name] = decision.state
         shed_reason = str(decision.reason)
         moving = {a.target for a in unloads}
-        unloads += _screen(
+        unloads += screen_unloads(
             decision.unloads, snapshot, config, now, moving, lost, shedder_name, before
         )
     actions, placement_state = _place(
@@ -450,7 +450,7 @@ def _life_cycle_unloads(
     return out
 
 
-def _screen(
+def screen_unloads(
     unloads: Iterable[Unload],
     snapshot: ClusterSnapshot,
     config: CycleConfig,
@@ -460,7 +460,11 @@ def _screen(
     strategy: str,
     before: LoadStats,
 ) -> list[Action]:
-    """The strategy's unloads as actions, each planned or vetoed by Fulcrum's safety rules."""
+    """A strategy's unloads as actions, in order, each planned or vetoed by Fulcrum's safety rules:
+    UnknownBundle, NotOwner (never two owners), Blacklisted, CoolDown (Fulcrum's
+    ``bundle_cool_down_s``), GracePeriod (Pulsar's ``loadBalancerSheddingGracePeriodMinutes``),
+    RateLimited (moves in the last hour, this batch included), AlreadyMoving (the bundle moves
+    already in this cycle), BrokerLost (its source is lost). ``moving`` is updated in place."""
     out = []
     recent = sum(1 for t in snapshot.recently_unloaded.values() if t >= now - 3600)
     planned = 0
@@ -690,9 +694,20 @@ def _auto_splits(snapshot: ClusterSnapshot, config: CycleConfig, moving: set[str
             f"{_count_or(candidate.limit, unit)}"
         )
         metric = Metric(candidate.reason, candidate.value, unit)
-        action = _split_action(
-            snapshot, config, candidate.bundle, name, None, said, candidate.reason
-        )
+        try:
+            action = _split_action(
+                snapshot, config, candidate.bundle, name, None, said, candidate.reason
+            )
+        except BalancerError as exc:  # e.g. specified_positions_divide without positions
+            action = Action(
+                ActionKind.SPLIT,
+                candidate.bundle,
+                snapshot.bundles[candidate.bundle].owner,
+                None,
+                candidate.reason,
+                f"{said}; {name} cannot cut it: {exc.message}",
+                veto=Reason.NO_CANDIDATES,
+            )
         out.append(replace(action, metric=metric, strategy="auto-split"))
     return out
 
@@ -769,7 +784,7 @@ def split_children(
         if not parsed.range.lower < cut < parsed.range.upper:
             raise ImpossibleSplit(
                 f"boundary {format_hash(cut)} is not strictly inside {parsed.range.label}",
-                field="positions",
+                field="bundle" if positions is None else "positions",
             )
     points = [parsed.range.lower, *cuts, parsed.range.upper]
     children = [

@@ -268,13 +268,11 @@ def parse_safety(value: Any, path: str = "safety") -> SafetyConfig:
                 field=at(path, key),
             )
     if "coolDownSeconds" in doc:
-        changes["bundle_cool_down_s"] = _non_negative(doc, "coolDownSeconds", path)
+        changes["bundle_cool_down_s"] = number(doc, "coolDownSeconds", path)
     if "brokerTimeoutSeconds" in doc:
-        changes["broker_timeout_s"] = _non_negative(doc, "brokerTimeoutSeconds", path)
+        changes["broker_timeout_s"] = number(doc, "brokerTimeoutSeconds", path)
     if "maxMovesPerHour" in doc:
         changes["max_moves_per_hour"] = integer(doc, "maxMovesPerHour", path)
-        if changes["max_moves_per_hour"] < 0:
-            raise BalancerError("must not be negative", field=at(path, "maxMovesPerHour"))
     if "blacklist" in doc:
         patterns = array(doc["blacklist"], at(path, "blacklist"))
         for i, pattern in enumerate(patterns):
@@ -286,13 +284,6 @@ def parse_safety(value: Any, path: str = "safety") -> SafetyConfig:
             raise BalancerError("must be true or false", field=at(path, "autoSplit"))
         changes["is_auto_split_enabled"] = doc["autoSplit"]
     return replace(SafetyConfig(), **changes)
-
-
-def _non_negative(doc: Mapping[str, Any], key: str, path: str) -> float:
-    value = number(doc, key, path)
-    if value < 0:
-        raise BalancerError("must not be negative", field=at(path, key))
-    return value
 
 
 def parse_cycle_config(doc: Mapping[str, Any]) -> CycleConfig:

@@ -9,21 +9,31 @@ MIB = 1024 * 1024
 NOW = 1_000_000.0
 
 
+MSG_PER_MIB = 100.0  # every bundle carries 100 msg/s in and out per MiB/s of throughput
+
+
 def _cluster(spec: dict[str, tuple[float, list[tuple[str, float]]]], **kw) -> ClusterSnapshot:
-    """spec: broker -> (cpu %, [(bundle, MiB/s)]); throughput and usage follow from bundles."""
+    """spec: broker -> (cpu %, [(bundle, MiB/s)]); a broker's rates are the sums of its
+    bundles' (msg/s and bytes/s agree), its usage is the given CPU."""
     brokers, bundles = {}, {}
+    reported = kw.get("reported", {})
     for name, (cpu, owned) in spec.items():
-        total = sum(t for _, t in owned) * MIB
+        mib = sum(t for _, t in owned)
         brokers[name] = BrokerLoad(
             name,
             failure_domain=kw.get("domains", {}).get(name, ""),
             state=kw.get("states", {}).get(name, "active"),
             cpu=ResourceUsage(cpu, 100),
-            rates=MessageRates(total / 1000, total / 1000, total / 2, total / 2),
+            rates=MessageRates(
+                mib * MSG_PER_MIB, mib * MSG_PER_MIB, mib * MIB / 2, mib * MIB / 2
+            ),
             bundles=tuple(b for b, _ in owned),
+            reported_at=reported.get(name, NOW),
         )
         for bundle, mib in owned:
-            rates = MessageRates(mib * 100, mib * 100, mib * MIB / 2, mib * MIB / 2)
+            rates = MessageRates(
+                mib * MSG_PER_MIB, mib * MSG_PER_MIB, mib * MIB / 2, mib * MIB / 2
+            )
             bundles[bundle] = BundleLoad(bundle, name, rates, rates, topics=10)
     for bundle in kw.get("unowned", ()):
         bundles[bundle] = BundleLoad(bundle)
@@ -71,13 +81,25 @@ def scale_out_5_to_10() -> ClusterSnapshot:
     return _cluster(spec)
 
 
-def broker_loss() -> tuple[ClusterSnapshot, dict[str, float | None]]:
+def broker_loss() -> ClusterSnapshot:
     """b2 stopped reporting 10 minutes ago; b1 and b3 reported just now."""
-    snap = _cluster(
+    return _cluster(
         {
             "b1": (30, [("t/ns/0x00000000_0x40000000", 10)]),
             "b2": (30, [("t/ns/0x40000000_0x80000000", 10), ("t/ns/0x80000000_0xc0000000", 10)]),
             "b3": (30, [("t/ns/0xc0000000_0xffffffff", 10)]),
-        }
+        },
+        reported={"b2": NOW - 600},
     )
-    return snap, {"b1": NOW, "b2": NOW - 600, "b3": NOW}
+
+
+def first_tick() -> ClusterSnapshot:
+    """Right after start: three brokers own bundles but none has reported yet."""
+    return _cluster(
+        {
+            "b1": (0, [("t/ns/0x00000000_0x80000000", 10)]),
+            "b2": (0, [("t/ns/0x80000000_0xffffffff", 10)]),
+            "b3": (0, []),
+        },
+        reported={"b1": None, "b2": None, "b3": None},
+    )

@@ -328,3 +328,81 @@ def test_bad_topic_stats_name_the_field():
     doc = {"brokers": [{"name": "b1", "topics": [{"name": "/t", "byteRate": -1}]}]}
     code, _, err = run(["shed", "--strategy", "danube"], doc)
     assert (code, err["error"]["field"]) == (2, "brokers[0].topics[0].byteRate")
+
+
+def test_cycle_runs_the_whole_cycle_and_explains_every_action():
+    doc = {
+        **SNAPSHOT,
+        "config": {"loadBalancerSheddingGracePeriodMinutes": 0},
+        "strategies": {"shedder": "threshold_shedder", "placement": "LeastLongTermMessageRate"},
+        "safety": {
+            "coolDownSeconds": 0,
+            "maxMovesPerHour": 10,
+            "blacklist": ["x/*"],
+            "brokerTimeoutSeconds": 60,
+            "autoSplit": False,
+        },
+    }
+    code, out, _ = run(["cycle"], doc)
+    assert code == 0
+    assert out["reason"] == "Overloaded"
+    kinds = [a["kind"] for a in out["actions"]]
+    assert kinds[:2] == ["unload", "place"]
+    unload = out["actions"][0]
+    assert unload["source"] == "broker-1" and unload["outcome"] == "planned"
+    assert unload["metric"]["unit"] == "bytes/s"
+    assert "MiB/s" in unload["explanation"]
+    assert out["actions"][1]["destination"] == unload["destination"]
+    # The unowned bundle is placed too, and stats give the prediction.
+    assert any(
+        a["kind"] == "place" and a["bundle"] == "t/ns/0xc0000000_0xffffffff" for a in out["actions"]
+    )
+    assert out["stats"]["after"]["cv"] < out["stats"]["before"]["cv"]
+    assert set(out["state"]) == {"ThresholdShedder"}
+    # Feeding the state back is the next cycle.
+    code, again, _ = run(["cycle"], {**doc, "state": out["state"]})
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"safety": {"coolDown": 1}}, "safety.coolDown"),
+        ({"safety": {"coolDownSeconds": -1}}, "safety.coolDownSeconds"),
+        ({"safety": {"brokerTimeoutSeconds": "x"}}, "safety.brokerTimeoutSeconds"),
+        ({"safety": {"maxMovesPerHour": -2}}, "safety.maxMovesPerHour"),
+        ({"safety": {"blacklist": [""]}}, "safety.blacklist[0]"),
+        ({"safety": {"autoSplit": "yes"}}, "safety.autoSplit"),
+        ({"strategies": {"shedderName": "x"}}, "strategies.shedderName"),
+        ({"strategies": {"shedder": "danube"}}, "strategies.shedder"),
+        ({"strategies": {"shedder": "Nope"}}, "strategy"),
+        (
+            {"config": {"loadBalancerSheddingIntervalMinute": 1}},
+            "config.loadBalancerSheddingIntervalMinute",
+        ),
+    ],
+)
+def test_cycle_refuses_bad_input_naming_the_field(extra, field):
+    code, out, err = run(["cycle"], {**SNAPSHOT, **extra})
+    assert code == 2
+    assert out is None
+    assert err["error"]["field"] == field
+
+
+def test_shed_applies_pulsars_anti_affinity_unload_guard():
+    last = "t/ns/0xc0000000_0xffffffff"
+    brokers = [*SNAPSHOT["brokers"][:2], {**SNAPSHOT["brokers"][2], "bundles": [last]}]
+    bundles = [*SNAPSHOT["bundles"][:3], {"name": last, "owner": "broker-3"}]
+    doc = {
+        **SNAPSHOT,
+        "brokers": brokers,
+        "bundles": bundles,
+        "config": {"loadBalancerSheddingGracePeriodMinutes": 0},
+        "namespaces": [{"name": "t/ns", "antiAffinityGroup": "g"}],
+    }
+    code, out, _ = run(["shed", "--strategy", "ThresholdShedder"], doc)
+    assert code == 0
+    # Every broker already holds t/ns (group g): moving a bundle cannot spread g better.
+    assert out["unloads"] == []
+    assert out["reason"] == "AntiAffinity"
+    assert {s["reason"] for s in out["skipped"]} == {"AntiAffinity"}

@@ -1,0 +1,458 @@
+"""The cycle (balancer.cycle): every step, the plan's numbers and words, operator plans."""
+
+from dataclasses import replace
+
+import pytest
+
+from balancer.config import PulsarConfig
+from balancer.cycle import (
+    Action,
+    ActionKind,
+    CycleConfig,
+    LoadStats,
+    Strategies,
+    _place,
+    apply_to_owners,
+    plan_activate,
+    plan_cycle,
+    plan_drain,
+    plan_placement,
+    plan_split,
+    plan_unload,
+    predict,
+)
+from balancer.decisions import METRIC_UNITS, Reason
+from balancer.errors import BalancerError, UnknownStrategy
+from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage
+from balancer.safety import SafetyConfig
+from balancer.snapshot import ClusterSnapshot, NamespacePolicy
+from tests.balancer import scenarios
+
+MIB = 1024 * 1024
+NOW = scenarios.NOW
+EASY = PulsarConfig.from_keys(
+    {
+        "loadBalancerBundleUnloadMinThroughputThreshold": 0,
+        "loadBalancerSheddingGracePeriodMinutes": 0,
+    }
+)
+
+
+def config(shedder="ThresholdShedder", **kw):
+    return CycleConfig(
+        strategies=Strategies(
+            shedder=shedder, placement=kw.pop("placement", "LeastLongTermMessageRate")
+        ),
+        pulsar=kw.pop("pulsar", EASY),
+        safety=kw.pop("safety", SafetyConfig(bundle_cool_down_s=0)),
+        **kw,
+    )
+
+
+def test_one_hot_broker_unloads_each_followed_by_its_placement():
+    snap = scenarios.one_hot_broker()
+    plan = plan_cycle(snap, config(), {})
+    assert plan.reason == "Overloaded"
+    kinds = [a.kind for a in plan.actions]
+    unloads = plan.planned(ActionKind.UNLOAD)
+    assert unloads and {a.source for a in unloads} == {"b1"}
+    for unload in unloads:
+        place = plan.actions[plan.actions.index(unload) + 1]
+        assert (place.kind, place.target, place.source) == ("place", unload.target, "b1")
+        assert unload.destination == place.destination != "b1"
+    assert kinds.count("unload") == kinds.count("place")
+    assert plan.after.cv < plan.before.cv
+    assert plan.after.brokers["b1"] < plan.before.brokers["b1"]
+    assert "CV 0." in plan.summary() and "unload(s)" in plan.summary()
+    doc = plan.as_dict()
+    assert doc["stats"]["before"]["maxOverMean"] == pytest.approx(plan.before.max_over_mean)
+    assert doc["shedding"]["reason"] == "Overloaded"
+    assert plan.state["ThresholdShedder"]["brokerAvgResourceUsage"]["b1"] == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize(
+    "shedder",
+    ["ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder", "TransferShedder"],
+)
+def test_every_strategy_explains_its_unloads_with_units(shedder):
+    snap = scenarios.scale_out_5_to_10()
+    state: dict = {}
+    for _ in range(6):  # hit counters (AvgShedder, TransferShedder) need a few cycles
+        plan = plan_cycle(
+            snap, config(shedder, pulsar=replace(EASY, overloaded_threshold_fraction=0.6)), state
+        )
+        state = plan.state
+        if plan.planned(ActionKind.UNLOAD):
+            break
+    unloads = plan.planned(ActionKind.UNLOAD)
+    assert unloads, plan.reason
+    words = {"bytes/s": "iB/s", "msg/s": "msg/s"}
+    for action in unloads:
+        assert action.metric.unit == METRIC_UNITS[action.metric.name]
+        assert words[action.metric.unit] in action.explanation
+        assert action.explanation.startswith(f"{shedder} ")
+        assert " %" in action.explanation  # the source's usage, in percent
+    for place in plan.planned(ActionKind.PLACE):
+        assert place.explanation
+
+
+def test_avg_shedder_destination_is_honoured_unless_switched_off():
+    snap = scenarios.scale_out_5_to_10()
+    state: dict = {}
+    for _ in range(3):
+        plan = plan_cycle(snap, config("AvgShedder"), state)
+        state = plan.state
+        if plan.planned(ActionKind.UNLOAD):
+            break
+    chosen = {u.bundle: u for u in plan.shedding.unloads}
+    places = plan.planned(ActionKind.PLACE)
+    assert places
+    for place in places:
+        assert place.reason == "StrategyDestination"
+        assert place.destination == chosen[place.target].destination
+    again = plan_cycle(snap, config("AvgShedder", is_destination_honoured=False), state | {})
+    assert all(p.reason != "StrategyDestination" for p in again.planned(ActionKind.PLACE))
+
+
+def test_a_destination_refused_by_the_filters_is_placed_by_the_placement():
+    # d owns two of the namespace's bundles, e none: even distribution refuses d.
+    brokers = {n: BrokerLoad(n, reported_at=NOW) for n in ("c", "d", "e")}
+    bundles = {
+        "t/ns/0x00000000_0x10000000": BundleLoad("t/ns/0x00000000_0x10000000", "c"),
+        "t/ns/0x10000000_0x20000000": BundleLoad("t/ns/0x10000000_0x20000000", "d"),
+        "t/ns/0x20000000_0x30000000": BundleLoad("t/ns/0x20000000_0x30000000", "d"),
+    }
+    snap = ClusterSnapshot(NOW, brokers, bundles)
+    unload = Action(
+        ActionKind.UNLOAD,
+        "t/ns/0x00000000_0x10000000",
+        "c",
+        "d",
+        "Overloaded",
+        "x",
+        strategy="AvgShedder",
+    )
+    actions, _ = _place(snap, config(), {}, [unload], ["c", "d", "e"], "LeastLongTermMessageRate")
+    place = actions[1]
+    assert place.destination == "e"
+    assert place.explanation.startswith("AvgShedder's destination d was refused by")
+    # A destination that is not serving goes to the placement without a word about it.
+    gone = replace(unload, destination="zz")
+    actions, _ = _place(snap, config(), {}, [gone], ["c", "d", "e"], "LeastLongTermMessageRate")
+    assert actions[1].destination == "e"
+    # A vetoed unload keeps its veto and gets no placement.
+    vetoed = replace(unload, veto=Reason.COOL_DOWN)
+    actions, _ = _place(snap, config(), {}, [vetoed], ["c", "d", "e"], "LeastLongTermMessageRate")
+    assert actions == [vetoed]
+
+
+def test_transfer_shedder_destination_is_honoured():
+    snap = scenarios.one_hot_broker()
+    plan = plan_cycle(
+        snap, config("TransferShedder"), {"TransferShedder": {"unloadConditionHitCount": 3}}
+    )
+    assert plan.shedding.unloads
+    for unload in plan.shedding.unloads:
+        place = next(a for a in plan.planned(ActionKind.PLACE) if a.target == unload.bundle)
+        assert place.destination == unload.destination
+        assert place.reason == "StrategyDestination"
+
+
+def test_quiet_cycles_say_why():
+    snap = scenarios.one_hot_broker()
+    assert plan_cycle(snap, config(is_shedding_enabled=False), {}).reason == "Disabled"
+    lonely = ClusterSnapshot(NOW, {"b1": snap.brokers["b1"]}, {})
+    assert plan_cycle(lonely, config(), {}).reason == "NotEnoughBrokers"
+    plan = plan_cycle(scenarios.broker_loss(), config(), {})
+    assert plan.reason == "BrokerLost"  # the shedder found nothing to do; the life cycle did
+    assert plan.summary().startswith("2 unload(s)")
+
+
+def test_a_draining_broker_gives_up_every_bundle_then_is_drained():
+    snap = scenarios.one_hot_broker()
+    brokers = {**snap.brokers, "b2": replace(snap.brokers["b2"], state="draining")}
+    snap = ClusterSnapshot(NOW, brokers, snap.bundles)
+    plan = plan_cycle(snap, config(is_shedding_enabled=False), {})
+    drains = [a for a in plan.planned(ActionKind.UNLOAD) if a.reason == "Drain"]
+    assert [a.target for a in drains] == snap.owned_by("b2")
+    state = plan.planned(ActionKind.BROKER_STATE)
+    assert [(a.target, a.source, a.destination) for a in state] == [("b2", "draining", "drained")]
+    assert plan.as_dict()["actions"][-1] == {
+        "kind": "brokerState",
+        "broker": "b2",
+        "from": "draining",
+        "to": "drained",
+        "outcome": "planned",
+        "reason": "Drain",
+        "strategy": "lifecycle",
+        "explanation": "drain complete: 1 bundle(s) leave b2 this cycle",
+    }
+    assert "b2 draining -> drained" in plan.summary()
+
+
+def hot_bundle_snapshot(width=0x40000000, topics=5):
+    name = f"t/ns/0x00000000_0x{width:08x}"
+    hot = BundleLoad(name, "b1", long_term=MessageRates(40_000, 0, 0, 0), topics=topics)
+    brokers = {
+        n: BrokerLoad(n, bundles=(name,) if n == "b1" else (), reported_at=NOW)
+        for n in ("b1", "b2")
+    }
+    return ClusterSnapshot(NOW, brokers, {name: hot}), name
+
+
+def test_auto_split_cuts_hot_bundles_with_the_configured_algorithm():
+    snap, name = hot_bundle_snapshot()
+    safety = SafetyConfig(is_auto_split_enabled=True)
+    plan = plan_cycle(snap, config(safety=safety), {})
+    (split,) = plan.planned(ActionKind.SPLIT)
+    assert split.boundaries == (0x20000000,)
+    assert split.children == ("t/ns/0x00000000_0x20000000", "t/ns/0x20000000_0x40000000")
+    assert split.metric.as_dict() == {"name": "MsgRate", "value": 40000.0, "unit": "msg/s"}
+    assert split.as_dict()["boundaries"] == ["0x20000000"]
+    assert "1 split(s)" in plan.summary()
+    topics = plan_cycle(
+        snap,
+        replace(
+            config(safety=safety),
+            strategies=Strategies(split_algorithm="topic_count_equally_divide"),
+        ),
+        {},
+    )
+    assert topics.actions[-1].veto == Reason.NO_TOPIC_DATA
+    positions = plan_cycle(
+        snap,
+        replace(
+            config(safety=safety),
+            strategies=Strategies(split_algorithm="specified_positions_divide"),
+        ),
+        {},
+    )
+    assert positions.actions[-1].veto == Reason.NO_CANDIDATES
+    assert "needs positions" in positions.actions[-1].explanation
+    narrow, _ = hot_bundle_snapshot(width=1)
+    assert plan_cycle(narrow, config(safety=safety), {}).actions[-1].veto == Reason.NO_CANDIDATES
+
+
+def test_auto_split_leaves_a_bundle_that_moves_this_cycle_and_counts_topics():
+    snap, name = hot_bundle_snapshot(topics=5000)
+    brokers = {**snap.brokers, "b1": replace(snap.brokers["b1"], state="draining")}
+    draining = ClusterSnapshot(NOW, brokers, snap.bundles)
+    plan = plan_cycle(draining, config(safety=SafetyConfig(is_auto_split_enabled=True)), {})
+    assert not [a for a in plan.actions if a.kind == ActionKind.SPLIT]
+    plan = plan_cycle(snap, config(safety=SafetyConfig(is_auto_split_enabled=True)), {})
+    assert plan.actions[-1].explanation.startswith("auto-split: Topics 5000 above the limit 1000")
+
+
+def test_the_cycle_refuses_strategies_that_move_topics():
+    snap = scenarios.one_hot_broker()
+    with pytest.raises(BalancerError) as err:
+        plan_cycle(snap, config("danube"), {})
+    assert err.value.field == "strategies.shedder"
+    with pytest.raises(BalancerError) as err:
+        plan_cycle(snap, config(placement="fair"), {})
+    assert err.value.field == "strategies.placement"
+    with pytest.raises(UnknownStrategy):
+        plan_cycle(snap, config("Nope"), {})
+
+
+def test_placement_state_is_kept_between_cycles():
+    snap = scenarios.anti_affinity_unsatisfiable()
+    plan = plan_cycle(snap, config(placement="LeastResourceUsageWithWeight"), {})
+    (place,) = plan.planned(ActionKind.PLACE)
+    assert place.metric.unit == "fraction"
+    assert "weighted usage" in place.explanation
+    assert "brokerAvgResourceUsageWithWeight" in plan.state["LeastResourceUsageWithWeight"]
+
+
+def test_nobody_to_place_on_is_a_vetoed_placement():
+    snap = scenarios.anti_affinity_unsatisfiable()
+    brokers = {n: replace(b, state="drained") for n, b in snap.brokers.items()}
+    plan = plan_cycle(ClusterSnapshot(NOW, brokers, snap.bundles, snap.namespaces), config(), {})
+    (place,) = plan.vetoed
+    assert (place.kind, place.veto) == (ActionKind.PLACE, Reason.NO_CANDIDATES)
+    assert place.as_dict()["veto"] == "NoCandidates"
+    assert plan.summary() == "no action (NotEnoughBrokers); 1 vetoed"
+
+
+def test_operator_unload_plans_and_vetoes():
+    snap = scenarios.one_hot_broker()
+    bundle = snap.owned_by("b1")[0]
+    plan = plan_unload(snap, config(), {}, bundle)
+    assert [a.kind for a in plan.actions] == ["unload", "place"]
+    assert plan.reason == "Operator"
+    assert plan.actions[1].destination in {"b2", "b3"}
+    chosen = plan_unload(snap, config(), {}, bundle, destination="b3")
+    assert chosen.actions[1].explanation == "the operator chose b3"
+    for bad in ("b1", "zz"):
+        refused = plan_unload(snap, config(), {}, bundle, destination=bad)
+        assert refused.actions[0].veto == Reason.NOT_SERVING
+    cooling = ClusterSnapshot(NOW, snap.brokers, snap.bundles, recently_unloaded={bundle: NOW - 5})
+    vetoed = plan_unload(cooling, config(safety=SafetyConfig(bundle_cool_down_s=60)), {}, bundle)
+    assert vetoed.actions[0].veto == Reason.COOL_DOWN and not vetoed.planned()
+    forced = plan_unload(
+        cooling, config(safety=SafetyConfig(bundle_cool_down_s=60)), {}, bundle, force=True
+    )
+    assert forced.actions[0].forced and forced.actions[0].as_dict()["forced"] is True
+    assert len(forced.planned()) == 2
+    unknown = plan_unload(snap, config(), {}, "t/ns/0xf0000000_0xffffffff")
+    assert unknown.actions[0].veto == Reason.UNKNOWN_BUNDLE
+    orphan = ClusterSnapshot(
+        NOW, snap.brokers, {**snap.bundles, "t/x/0x0_0x1": BundleLoad("t/x/0x0_0x1")}
+    )
+    refused = plan_unload(orphan, config(), {}, "t/x/0x0_0x1", force=True)
+    assert refused.actions[0].veto == Reason.NOT_OWNER and not refused.planned()
+    assert "has no owner; nothing to unload" in refused.actions[0].explanation
+
+
+def test_operator_destination_refused_by_a_filter_unless_forced():
+    brokers = {n: BrokerLoad(n, reported_at=NOW) for n in ("c", "d", "e")}
+    names = [f"t/ns/0x{i:08x}_0x{i + 1:08x}" for i in range(3)]
+    bundles = {
+        names[0]: BundleLoad(names[0], "c"),
+        names[1]: BundleLoad(names[1], "d"),
+        names[2]: BundleLoad(names[2], "d"),
+    }
+    snap = ClusterSnapshot(NOW, brokers, bundles)
+    refused = plan_unload(snap, config(), {}, names[0], destination="d")
+    assert refused.actions[1].veto == Reason.NOT_LEAST_BUNDLES
+    assert "refused by" in refused.actions[1].explanation and not refused.planned()
+    forced = plan_unload(snap, config(), {}, names[0], destination="d", force=True)
+    assert [a.destination for a in forced.planned()] == ["d", "d"]
+
+
+def test_operator_split_drain_and_activate():
+    snap, name = hot_bundle_snapshot()
+    plan = plan_split(snap, config(), name)
+    assert plan.planned(ActionKind.SPLIT)[0].children[0] == "t/ns/0x00000000_0x20000000"
+    blacklisted = config(safety=SafetyConfig(blacklist=("t/*",)))
+    assert plan_split(snap, blacklisted, name).actions[0].veto == Reason.BLACKLISTED
+    assert plan_split(snap, blacklisted, name, force=True).planned()
+    assert plan_split(snap, config(), name, "flow_or_qps_equally_divide").vetoed
+    none = plan_split(snap, config(), name, "specified_positions_divide", [0x50000000])
+    assert none.actions[0].veto == Reason.NO_CANDIDATES
+    with pytest.raises(BalancerError):
+        plan_split(snap, config(), "t/ns/0x40000000_0x80000000")
+    with pytest.raises(BalancerError):
+        plan_split(snap, config(), name, "specified_positions_divide", [])
+
+    drain = plan_drain(snap, config(), {}, "b1")
+    kinds = [(a.kind, a.destination) for a in drain.planned()]
+    assert kinds == [
+        ("brokerState", "draining"),
+        ("unload", "b2"),
+        ("place", "b2"),
+        ("brokerState", "drained"),
+    ]
+    draining = ClusterSnapshot(
+        NOW, {**snap.brokers, "b1": replace(snap.brokers["b1"], state="draining")}, snap.bundles
+    )
+    assert "draining already" in plan_drain(draining, config(), {}, "b1").actions[0].explanation
+    last = ClusterSnapshot(NOW, {"b1": snap.brokers["b1"]}, snap.bundles)
+    assert plan_drain(last, config(), {}, "b1").actions[0].veto == Reason.NOT_ENOUGH_BROKERS
+    with pytest.raises(BalancerError):
+        plan_drain(snap, config(), {}, "zz")
+    activate = plan_activate(draining, config(), "b1")
+    assert [(a.source, a.destination) for a in activate.planned()] == [("draining", "active")]
+    with pytest.raises(BalancerError):
+        plan_activate(snap, config(), "zz")
+
+
+def test_lookup_placement_places_only_unowned_bundles():
+    snap = scenarios.anti_affinity_unsatisfiable()
+    plan = plan_placement(
+        snap, config(), {}, ["t/g2/0x00000000_0xffffffff", "t/g0/0x00000000_0xffffffff"]
+    )
+    assert [a.target for a in plan.planned()] == ["t/g2/0x00000000_0xffffffff"]
+    assert plan.reason == "LeastLoaded"
+    assert plan_placement(snap, config(), {}, []).actions == ()
+    lru = plan_placement(
+        snap, config(placement="LeastResourceUsageWithWeight"), {}, ["t/g2/0x00000000_0xffffffff"]
+    )
+    assert "LeastResourceUsageWithWeight" in lru.state
+
+
+def test_a_plan_is_applied_exactly_once():
+    snap = scenarios.one_hot_broker()
+    plan = plan_cycle(snap, config(), {})
+    owners = {n: b.owner for n, b in snap.bundles.items()}
+    unloaded: dict[str, float] = {}
+    moved = apply_to_owners(plan, owners, unloaded, NOW)
+    assert moved == len(plan.planned(ActionKind.UNLOAD)) > 0
+    assert set(unloaded) == {a.target for a in plan.planned(ActionKind.UNLOAD)}
+    again = dict(owners)
+    assert apply_to_owners(plan, again, unloaded, NOW) == 0  # stale: the owners moved on
+    assert again == owners
+
+
+def test_prediction_moves_bandwidth_and_a_share_of_cpu():
+    rates = MessageRates(0, 0, 50 * MIB, 50 * MIB)
+    a = BrokerLoad(
+        "a",
+        cpu=ResourceUsage(80, 100),
+        bandwidth_in=ResourceUsage(100 * MIB, 1000 * MIB),
+        rates=MessageRates(0, 0, 100 * MIB, 100 * MIB),
+        reported_at=NOW,
+    )
+    b = BrokerLoad("b", cpu=ResourceUsage(0, 100), reported_at=NOW)
+    c = BrokerLoad("c", reported_at=NOW)  # no rates at all: no CPU share
+    bundles = {"t/n/1": BundleLoad("t/n/1", "a", rates), "t/n/2": BundleLoad("t/n/2", "c", rates)}
+    snap = ClusterSnapshot(NOW, {"a": a, "b": b, "c": c}, bundles)
+    moves = [
+        Action(ActionKind.UNLOAD, "t/n/1", "a", "b", "x", ""),
+        Action(ActionKind.PLACE, "t/n/1", "a", "b", "x", ""),
+        Action(ActionKind.UNLOAD, "t/n/2", "c", None, "x", ""),
+        Action(ActionKind.UNLOAD, "ghost", "c", None, "x", ""),
+        Action(ActionKind.UNLOAD, "t/n/2", "c", None, "x", "", veto=Reason.COOL_DOWN),
+    ]
+    after = predict(snap, PulsarConfig().weights, ["a", "b"], moves)
+    assert after.brokers["a"] == pytest.approx(0.4)  # half its throughput: half its CPU
+    assert after.brokers["b"] == pytest.approx(0.4)
+    assert LoadStats.of({}).as_dict() == {
+        "avgUsage": 0.0,
+        "std": 0.0,
+        "cv": 0.0,
+        "maxOverMean": 0.0,
+        "brokers": {},
+    }
+
+
+def test_a_lost_draining_broker_is_not_drained_and_placements_are_counted():
+    snap = scenarios.broker_loss()
+    brokers = {**snap.brokers, "b2": replace(snap.brokers["b2"], state="draining")}
+    unowned = {**snap.bundles, "t/u/0x00000000_0xffffffff": BundleLoad("t/u/0x00000000_0xffffffff")}
+    plan = plan_cycle(ClusterSnapshot(NOW, brokers, unowned), config(), {})
+    assert plan.lost == ("b2",)
+    assert not plan.planned(ActionKind.BROKER_STATE)
+    assert "1 placement(s)" in plan.summary()
+
+
+def test_numbers_in_words():
+    from balancer import explain
+
+    assert explain.quantity(0.25, "fraction") == "25.0 %"
+    assert explain.quantity(1.23456, "score") == "1.23"
+    assert explain.bytes_per_s(512) == "512 B/s"
+    assert explain.metric("custom", 2.0) == "custom 2"
+
+
+def test_the_guard_keeps_unloads_that_can_spread_their_group():
+    from balancer.shedding.guarded import shed_guarded
+
+    snap = scenarios.scale_out_5_to_10()
+    grouped = ClusterSnapshot(
+        NOW, snap.brokers, snap.bundles, {"t/ns0": NamespacePolicy("t/ns0", "g")}
+    )
+    decision = shed_guarded("ThresholdShedder", grouped, EASY, {})
+    assert decision.unloads  # new brokers hold nothing of g: moving spreads it
+    assert all(s.reason != Reason.ANTI_AFFINITY for s in decision.skipped)
+
+
+def test_a_draining_broker_whose_bundles_find_no_home_stays_draining():
+    snap, _ = hot_bundle_snapshot()
+    brokers = {
+        "b1": replace(snap.brokers["b1"], state="draining"),
+        "b2": replace(snap.brokers["b2"], state="drained"),
+    }
+    plan = plan_cycle(ClusterSnapshot(NOW, brokers, snap.bundles), config(), {})
+    assert [a.veto for a in plan.vetoed] == [Reason.NO_CANDIDATES]
+    assert not plan.planned(ActionKind.BROKER_STATE)
