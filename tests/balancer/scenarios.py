@@ -24,16 +24,12 @@ def _cluster(spec: dict[str, tuple[float, list[tuple[str, float]]]], **kw) -> Cl
             failure_domain=kw.get("domains", {}).get(name, ""),
             state=kw.get("states", {}).get(name, "active"),
             cpu=ResourceUsage(cpu, 100),
-            rates=MessageRates(
-                mib * MSG_PER_MIB, mib * MSG_PER_MIB, mib * MIB / 2, mib * MIB / 2
-            ),
+            rates=MessageRates(mib * MSG_PER_MIB, mib * MSG_PER_MIB, mib * MIB / 2, mib * MIB / 2),
             bundles=tuple(b for b, _ in owned),
             reported_at=reported.get(name, NOW),
         )
         for bundle, mib in owned:
-            rates = MessageRates(
-                mib * MSG_PER_MIB, mib * MSG_PER_MIB, mib * MIB / 2, mib * MIB / 2
-            )
+            rates = MessageRates(mib * MSG_PER_MIB, mib * MSG_PER_MIB, mib * MIB / 2, mib * MIB / 2)
             bundles[bundle] = BundleLoad(bundle, name, rates, rates, topics=10)
     for bundle in kw.get("unowned", ()):
         bundles[bundle] = BundleLoad(bundle)

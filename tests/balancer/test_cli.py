@@ -349,7 +349,8 @@ def test_cycle_runs_the_whole_cycle_and_explains_every_action():
     kinds = [a["kind"] for a in out["actions"]]
     assert kinds[:2] == ["unload", "place"]
     unload = out["actions"][0]
-    assert unload["source"] == "broker-1" and unload["outcome"] == "planned"
+    assert unload["source"] == "broker-1"
+    assert unload["outcome"] == "planned"
     assert unload["metric"]["unit"] == "bytes/s"
     assert "MiB/s" in unload["explanation"]
     assert out["actions"][1]["destination"] == unload["destination"]
@@ -360,7 +361,7 @@ def test_cycle_runs_the_whole_cycle_and_explains_every_action():
     assert out["stats"]["after"]["cv"] < out["stats"]["before"]["cv"]
     assert set(out["state"]) == {"ThresholdShedder"}
     # Feeding the state back is the next cycle.
-    code, again, _ = run(["cycle"], {**doc, "state": out["state"]})
+    code, _again, _ = run(["cycle"], {**doc, "state": out["state"]})
     assert code == 0
 
 

@@ -55,7 +55,8 @@ def test_one_hot_broker_unloads_each_followed_by_its_placement():
     assert plan.reason == "Overloaded"
     kinds = [a.kind for a in plan.actions]
     unloads = plan.planned(ActionKind.UNLOAD)
-    assert unloads and {a.source for a in unloads} == {"b1"}
+    assert unloads
+    assert {a.source for a in unloads} == {"b1"}
     for unload in unloads:
         place = plan.actions[plan.actions.index(unload) + 1]
         assert (place.kind, place.target, place.source) == ("place", unload.target, "b1")
@@ -63,7 +64,8 @@ def test_one_hot_broker_unloads_each_followed_by_its_placement():
     assert kinds.count("unload") == kinds.count("place")
     assert plan.after.cv < plan.before.cv
     assert plan.after.brokers["b1"] < plan.before.brokers["b1"]
-    assert "CV 0." in plan.summary() and "unload(s)" in plan.summary()
+    assert "CV 0." in plan.summary()
+    assert "unload(s)" in plan.summary()
     doc = plan.as_dict()
     assert doc["stats"]["before"]["maxOverMean"] == pytest.approx(plan.before.max_over_mean)
     assert doc["shedding"]["reason"] == "Overloaded"
@@ -201,7 +203,7 @@ def hot_bundle_snapshot(width=0x40000000, topics=5):
 
 
 def test_auto_split_cuts_hot_bundles_with_the_configured_algorithm():
-    snap, name = hot_bundle_snapshot()
+    snap, _name = hot_bundle_snapshot()
     safety = SafetyConfig(is_auto_split_enabled=True)
     plan = plan_cycle(snap, config(safety=safety), {})
     (split,) = plan.planned(ActionKind.SPLIT)
@@ -234,7 +236,7 @@ def test_auto_split_cuts_hot_bundles_with_the_configured_algorithm():
 
 
 def test_auto_split_leaves_a_bundle_that_moves_this_cycle_and_counts_topics():
-    snap, name = hot_bundle_snapshot(topics=5000)
+    snap, _name = hot_bundle_snapshot(topics=5000)
     brokers = {**snap.brokers, "b1": replace(snap.brokers["b1"], state="draining")}
     draining = ClusterSnapshot(NOW, brokers, snap.bundles)
     plan = plan_cycle(draining, config(safety=SafetyConfig(is_auto_split_enabled=True)), {})
@@ -288,11 +290,13 @@ def test_operator_unload_plans_and_vetoes():
         assert refused.actions[0].veto == Reason.NOT_SERVING
     cooling = ClusterSnapshot(NOW, snap.brokers, snap.bundles, recently_unloaded={bundle: NOW - 5})
     vetoed = plan_unload(cooling, config(safety=SafetyConfig(bundle_cool_down_s=60)), {}, bundle)
-    assert vetoed.actions[0].veto == Reason.COOL_DOWN and not vetoed.planned()
+    assert vetoed.actions[0].veto == Reason.COOL_DOWN
+    assert not vetoed.planned()
     forced = plan_unload(
         cooling, config(safety=SafetyConfig(bundle_cool_down_s=60)), {}, bundle, force=True
     )
-    assert forced.actions[0].forced and forced.actions[0].as_dict()["forced"] is True
+    assert forced.actions[0].forced
+    assert forced.actions[0].as_dict()["forced"] is True
     assert len(forced.planned()) == 2
     unknown = plan_unload(snap, config(), {}, "t/ns/0xf0000000_0xffffffff")
     assert unknown.actions[0].veto == Reason.UNKNOWN_BUNDLE
@@ -300,7 +304,8 @@ def test_operator_unload_plans_and_vetoes():
         NOW, snap.brokers, {**snap.bundles, "t/x/0x0_0x1": BundleLoad("t/x/0x0_0x1")}
     )
     refused = plan_unload(orphan, config(), {}, "t/x/0x0_0x1", force=True)
-    assert refused.actions[0].veto == Reason.NOT_OWNER and not refused.planned()
+    assert refused.actions[0].veto == Reason.NOT_OWNER
+    assert not refused.planned()
     assert "has no owner; nothing to unload" in refused.actions[0].explanation
 
 
@@ -315,7 +320,8 @@ def test_operator_destination_refused_by_a_filter_unless_forced():
     snap = ClusterSnapshot(NOW, brokers, bundles)
     refused = plan_unload(snap, config(), {}, names[0], destination="d")
     assert refused.actions[1].veto == Reason.NOT_LEAST_BUNDLES
-    assert "refused by" in refused.actions[1].explanation and not refused.planned()
+    assert "refused by" in refused.actions[1].explanation
+    assert not refused.planned()
     forced = plan_unload(snap, config(), {}, names[0], destination="d", force=True)
     assert [a.destination for a in forced.planned()] == ["d", "d"]
 

@@ -1,10 +1,10 @@
 import pytest
 
 from balancer.config import PulsarConfig
+from balancer.cycle import CycleConfig, plan_cycle
 from balancer.decisions import Reason
 from balancer.placement.place import place
 from balancer.registry import SHEDDERS
-from balancer.cycle import CycleConfig, plan_cycle
 from balancer.safety import SafetyConfig
 from tests.balancer import scenarios
 

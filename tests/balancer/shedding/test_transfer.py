@@ -140,8 +140,7 @@ def test_reported_ema_without_throughput_ema_uses_the_current_throughput():
 def test_no_fresh_broker_means_outdated_data_and_no_broker_means_no_brokers():
     stale = {n: broker(n, 0.5, [(f"{n}/1", 1)], updated=0.0) for n in ("a", "b")}
     assert (
-        shed(ClusterSnapshot(NOW, stale, {}), PulsarConfig(), READY).reason
-        == Reason.OUTDATED_DATA
+        shed(ClusterSnapshot(NOW, stale, {}), PulsarConfig(), READY).reason == Reason.OUTDATED_DATA
     )
     assert shed(ClusterSnapshot(NOW, {}, {}), PulsarConfig(), READY).reason == Reason.NO_BROKERS
 
