@@ -306,3 +306,67 @@ def parse_cycle_config(doc: Mapping[str, Any]) -> CycleConfig:
         pulsar=PulsarConfig.from_keys(obj(doc.get("config", {}), "config")),
         safety=parse_safety(doc.get("safety", {})),
     )
+
+
+def snapshot_document(snapshot: ClusterSnapshot) -> dict[str, Any]:
+    """The input document of CLI.md for ``snapshot`` (the inverse of ``parse_snapshot``): what
+    an operator or a test feeds to ``python -m balancer cycle`` to replay a console decision."""
+
+    def rates(r: MessageRates) -> dict[str, float]:
+        return {key: getattr(r, attr) for key, attr in RATE_KEYS.items()}
+
+    brokers = []
+    for broker in snapshot.brokers.values():
+        doc: dict[str, Any] = {
+            "name": broker.name,
+            "failureDomain": broker.failure_domain,
+            "state": broker.state,
+            **{
+                key: {"usage": getattr(broker, attr).usage, "limit": getattr(broker, attr).limit}
+                for key, attr in RESOURCES.items()
+            },
+            **rates(broker.rates),
+            "bundles": list(broker.bundles),
+            "topics": broker.topics,
+        }
+        for key, value in (
+            ("weightedMaxEMA", broker.weighted_max_ema),
+            ("msgThroughputEMA", broker.msg_throughput_ema),
+            ("updatedAt", broker.updated_at),
+            ("reportedAt", broker.reported_at),
+        ):
+            if value is not None:
+                doc[key] = value
+        brokers.append(doc)
+    return {
+        "now": snapshot.now,
+        "brokers": brokers,
+        "bundles": [
+            {
+                "name": b.name,
+                "owner": b.owner,
+                "shortTerm": rates(b.short_term),
+                "longTerm": rates(b.long_term),
+                "topics": b.topics,
+                "producers": b.producers,
+                "consumers": b.consumers,
+            }
+            for b in snapshot.bundles.values()
+        ],
+        "namespaces": [
+            {"name": ns.name, "antiAffinityGroup": ns.anti_affinity_group}
+            for ns in snapshot.namespaces.values()
+        ],
+        "recentlyUnloadedBundles": dict(snapshot.recently_unloaded),
+    }
+
+
+def safety_document(safety: SafetyConfig) -> dict[str, Any]:
+    """The ``safety`` object of ``cycle`` for ``safety`` (the inverse of ``parse_safety``)."""
+    return {
+        "coolDownSeconds": safety.bundle_cool_down_s,
+        "maxMovesPerHour": safety.max_moves_per_hour,
+        "blacklist": list(safety.blacklist),
+        "brokerTimeoutSeconds": safety.broker_timeout_s,
+        "autoSplit": safety.is_auto_split_enabled,
+    }

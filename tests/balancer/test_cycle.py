@@ -462,3 +462,24 @@ def test_a_draining_broker_whose_bundles_find_no_home_stays_draining():
     plan = plan_cycle(ClusterSnapshot(NOW, brokers, snap.bundles), config(), {})
     assert [a.veto for a in plan.vetoed] == [Reason.NO_CANDIDATES]
     assert not plan.planned(ActionKind.BROKER_STATE)
+
+
+def test_a_snapshot_document_parses_back_to_the_same_snapshot():
+    from balancer.wire import parse_cycle_config, parse_snapshot, safety_document, snapshot_document
+
+    snap = scenarios.broker_loss()
+    ema = replace(snap.brokers["b1"], weighted_max_ema=0.3, msg_throughput_ema=5.0, updated_at=NOW)
+    snap = ClusterSnapshot(
+        NOW,
+        {**snap.brokers, "b1": ema},
+        snap.bundles,
+        {"t/ns": NamespacePolicy("t/ns", "g")},
+        {"t/ns/0x00000000_0x40000000": NOW - 9},
+    )
+    again = parse_snapshot(snapshot_document(snap))
+    assert again.brokers == snap.brokers
+    assert again.bundles == snap.bundles
+    assert again.namespaces == snap.namespaces
+    assert again.recently_unloaded == snap.recently_unloaded
+    safety = SafetyConfig(12.0, 3, ("a/*",), 30.0, True)
+    assert parse_cycle_config({"safety": safety_document(safety)}).safety == safety

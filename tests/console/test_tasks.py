@@ -54,3 +54,26 @@ def test_tick_runs_through_redis_and_a_worker(cluster, real_redis):
     assert unloads.count() >= 1
     assert {e.source for e in unloads} == {"broker-1"}
     assert all(e.destination in {"broker-2", "broker-3"} for e in unloads)
+
+
+def test_a_report_run_never_reaches_the_shedding_worker(cluster, real_redis, operator):
+    from console.models import ReportRun
+    from console.services.reports import report_run_request
+
+    real_redis.delete("reports")
+    app.conf.update(broker_url=settings.REDIS_URL, task_always_eager=False)
+    with start_worker(
+        app, pool="solo", perform_ping_check=False, shutdown_timeout=10, queues=["celery"]
+    ):
+        run = report_run_request(actor=operator)
+        started = time.monotonic()
+        shedding_tick.delay()
+        deadline = started + 20
+        while not ClusterSample.objects.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ClusterSample.objects.exists()
+        assert time.monotonic() - started < 10
+    # The run waits on its own queue for a report worker; the shedding worker never took it.
+    assert ReportRun.objects.get(pk=run.pk).status == ReportRun.Status.QUEUED
+    assert real_redis.llen("reports") == 1
+    real_redis.delete("reports")
