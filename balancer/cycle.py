@@ -27,6 +27,7 @@ and the action records that.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,19 +35,21 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Final
 
+import numpy as np
+
 from balancer import explain
-from balancer.bundles import parse_bundle_name
+from balancer.bundles import namespace_of_bundle, parse_bundle_name
 from balancer.config import PulsarConfig
 from balancer.decisions import METRIC_UNITS, Placement, Reason, SheddingDecision, Unload
 from balancer.errors import BalancerError, ImpossibleSplit
 from balancer.hashing import format_hash
-from balancer.load import ResourceUsage, ResourceWeights
+from balancer.load import ResourceWeights
 from balancer.placement.batch import place_many
 from balancer.placement.place import filter_candidates
 from balancer.registry import get_placement_strategy, get_shedder, get_split_algorithm
 from balancer.safety import SafetyConfig, matching_pattern
 from balancer.shedding.guarded import shed_guarded
-from balancer.snapshot import ClusterSnapshot
+from balancer.snapshot import ClusterSnapshot, percent_float32
 from balancer.splitting.algorithms import TopicLoad
 from balancer.splitting.conditions import split_check
 from balancer.units import Seconds
@@ -148,6 +151,23 @@ class Action:
     boundaries: tuple[int, ...] = ()
     children: tuple[str, ...] = ()
     strategy: str = ""
+
+    def moved(self, source: str | None, destination: str | None) -> Action:
+        """This action with another source and destination (a fast ``dataclasses.replace``)."""
+        return Action(
+            self.kind,
+            self.target,
+            source,
+            destination,
+            self.reason,
+            self.explanation,
+            self.metric,
+            self.veto,
+            self.forced,
+            self.boundaries,
+            self.children,
+            self.strategy,
+        )
 
     @property
     def is_planned(self) -> bool:
@@ -558,16 +578,15 @@ def _place(
     to_place: list[str] = []
     sources: dict[str, str] = {}
     serving_set = set(serving)
+    check = _DestinationCheck(snapshot, pulsar, serving, [u.target for u in unloads])
     for unload in unloads:
         if not unload.is_planned:
             continue
         sources[unload.target] = unload.source or ""
         dest = unload.destination if config.is_destination_honoured else None
         if dest and dest in serving_set and dest != unload.source:
-            kept, _, rejections = filter_candidates(
-                snapshot, unload.target, pulsar, preallocated, serving
-            )
-            if dest in kept:
+            refusal = check.refusal(unload.target, dest, unload.source or "", preallocated)
+            if refusal is None:
                 preallocated[unload.target] = dest
                 chosen[unload.target] = Action(
                     ActionKind.PLACE,
@@ -580,8 +599,7 @@ def _place(
                     strategy=unload.strategy,
                 )
                 continue
-            refused = next((r for r in rejections if r.broker == dest), None)
-            why = f"{refused.filter} filter ({refused.reason})" if refused else "the filters"
+            why = refusal
             to_place.append(unload.target)
             chosen[unload.target] = replace(  # a marker: replaced below by the placement
                 _placeholder(unload.target),
@@ -610,13 +628,74 @@ def _place(
     for unload in unloads:
         place = chosen.get(unload.target) if unload.is_planned else None
         if place is not None and place.is_planned:
-            out.append(replace(unload, destination=place.destination))
+            out.append(unload.moved(unload.source, place.destination))
         else:
-            out.append(replace(unload, destination=None) if unload.is_planned else unload)
+            out.append(unload.moved(unload.source, None) if unload.is_planned else unload)
         if place is not None:
-            out.append(replace(place, source=unload.source))
+            out.append(place.moved(unload.source, place.destination))
     out += [chosen[b] for b in unowned]
     return out, remembered
+
+
+class _DestinationCheck:
+    """Whether a strategy's destination survives Pulsar's placement filters over the serving
+    brokers other than the bundle's source — the decision of ``filter_candidates``, computed per
+    namespace once (thousands of destinations on thousands of brokers take milliseconds).
+
+    The shortcut holds while no namespace has an anti-affinity group and no broker can reach
+    ``loadBalancerBrokerMaxTopics`` this cycle; otherwise every check runs the filters."""
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        pulsar: PulsarConfig,
+        serving: list[str],
+        moving: list[str],
+    ) -> None:
+        self.snapshot, self.pulsar, self.serving = snapshot, pulsar, serving
+        self.serving_set = set(serving)
+        extra = sum(snapshot.bundles[b].topics for b in moving if b in snapshot.bundles)
+        room = all(snapshot.brokers[n].topics + extra <= pulsar.broker_max_topics for n in serving)
+        groups = any(p.anti_affinity_group for p in snapshot.namespaces.values())
+        self.exact = groups or not room
+        self.namespaces: dict[str, tuple[dict[str, int], bool, list[tuple[int, str]]]] = {}
+
+    def refusal(
+        self, bundle: str, dest: str, source: str, preallocated: dict[str, str]
+    ) -> str | None:
+        """None when ``dest`` passes; else which filter refused it, in words."""
+        if self.exact:
+            others = [n for n in self.serving if n != source]
+            kept, _, rejections = filter_candidates(
+                self.snapshot, bundle, self.pulsar, preallocated, others
+            )
+            if dest in kept:
+                return None
+            refused = next((r for r in rejections if r.broker == dest), None)
+            return f"the {refused.filter} filter ({refused.reason})" if refused else "the filters"
+        if not self.pulsar.is_distribute_bundles_evenly_enabled:
+            return None
+        namespace = namespace_of_bundle(bundle)
+        if namespace not in self.namespaces:
+            counts = dict(self.snapshot.bundle_counts(namespace))
+            owning = sum(1 for n, c in counts.items() if c > 0 and n in self.serving_set)
+            has_zero = owning < len(self.serving)
+            smallest = (
+                []
+                if has_zero
+                else heapq.nsmallest(2, ((counts.get(n, 0), n) for n in self.serving))
+            )
+            self.namespaces[namespace] = (counts, has_zero, smallest)
+        counts, has_zero, smallest = self.namespaces[namespace]
+        # The source owns this bundle (count ≥ 1), so it is never one of the zeros.
+        least = 0 if has_zero else next(c for c, n in smallest if n != source)
+        mine = counts.get(dest, 0)
+        if mine == least:
+            return None
+        return (
+            f"the even_distribution filter ({Reason.NOT_LEAST_BUNDLES}: {dest} owns {mine} "
+            f"bundles of {namespace}, the least is {least})"
+        )
 
 
 def _placeholder(bundle: str) -> Action:
@@ -809,8 +888,8 @@ def predict(
     A moved bundle takes with it its short-term throughput in and out (bytes/s, against each
     broker's bandwidth limits) and its share of its source's CPU in proportion to its message
     rate (the source's CPU usage × bundle msg rate / broker msg rate; by throughput when no rate
-    is known); memory stays. A bundle
-    unloaded and not placed leaves its source only.
+    is known); memory stays. A bundle unloaded and not placed leaves its source only. Usage is
+    Pulsar's weighted max in float32 percentages, as ``BrokerLoad.weighted_max_usage``.
     """
     usage = snapshot.weighted_usage(weights)
     deltas: dict[str, list[float]] = {}  # broker -> [cpu, bandwidth in, bandwidth out]
@@ -825,17 +904,25 @@ def predict(
             origin = sources.get(action.target)
             _shift(snapshot, action.target, action.destination, 1.0, deltas, origin)
     after = {n: usage[n] for n in serving}
-    for name, (cpu, bw_in, bw_out) in deltas.items():
-        if name not in after:
-            continue
-        broker = snapshot.brokers[name]
-        moved = replace(
-            broker,
-            cpu=_plus(broker.cpu, cpu),
-            bandwidth_in=_plus(broker.bandwidth_in, bw_in),
-            bandwidth_out=_plus(broker.bandwidth_out, bw_out),
-        )
-        after[name] = moved.weighted_max_usage(weights)
+    touched = [n for n in deltas if n in after]
+    if touched:
+        brokers = [snapshot.brokers[n] for n in touched]
+        moved = {
+            "cpu": (0, "cpu"),
+            "bandwidth_in": (1, "bandwidth_in"),
+            "bandwidth_out": (2, "bandwidth_out"),
+        }
+        weighted = []
+        for resource in ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out"):
+            used = np.asarray([getattr(b, resource).usage for b in brokers], dtype=np.float64)
+            if resource in moved:
+                index = moved[resource][0]
+                used = np.maximum(used + [deltas[n][index] for n in touched], 0.0)
+            limit = np.asarray([getattr(b, resource).limit for b in brokers], dtype=np.float32)
+            percent = percent_float32(used.astype(np.float32), limit)
+            weighted.append(percent * getattr(weights, resource))
+        values = (np.max(np.vstack(weighted), axis=0) / 100.0).tolist()
+        after.update(zip(touched, values, strict=True))
     return LoadStats.of(after)
 
 
@@ -866,10 +953,6 @@ def _shift(
     delta[0] += sign * cpu
     delta[1] += sign * rates.msg_throughput_in
     delta[2] += sign * rates.msg_throughput_out
-
-
-def _plus(resource: ResourceUsage, amount: float) -> ResourceUsage:
-    return ResourceUsage(max(0.0, resource.usage + amount), resource.limit)
 
 
 # ---------------------------------------------------------------------------------------------

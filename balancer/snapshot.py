@@ -99,7 +99,7 @@ class ClusterSnapshot:
         object.__setattr__(self, "_owner_counts", owner_counts)
         object.__setattr__(self, "_namespaces_by_owner", namespaces_by_owner)
         object.__setattr__(self, "_long_term_rate", long_term)
-        object.__setattr__(self, "_percents", {r: _percent(*arrays[r]) for r in RESOURCES})
+        object.__setattr__(self, "_percents", {r: percent_float32(*arrays[r]) for r in RESOURCES})
         object.__setattr__(self, "_usage_cache", {})
         object.__setattr__(self, "_reported", self._reported_by_throughput(ordered))
 
@@ -208,7 +208,7 @@ class ClusterSnapshot:
         return self.weighted_usage(ResourceWeights(1.0, 0.0, 1.0, 1.0, 1.0))
 
 
-def _percent(usage: np.ndarray, limit: np.ndarray) -> np.ndarray:
+def percent_float32(usage: np.ndarray, limit: np.ndarray) -> np.ndarray:
     """usage / limit × 100 in float32 (Pulsar's ``percentUsage``), 0 where the limit is ≤ 0;
     returned as float64 so that the weights multiply in double precision, as in Pulsar."""
     with np.errstate(divide="ignore", invalid="ignore"):

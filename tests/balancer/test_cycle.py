@@ -3,6 +3,8 @@
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from balancer.config import PulsarConfig
 from balancer.cycle import (
@@ -483,3 +485,27 @@ def test_a_snapshot_document_parses_back_to_the_same_snapshot():
     assert again.recently_unloaded == snap.recently_unloaded
     safety = SafetyConfig(12.0, 3, ("a/*",), 30.0, True)
     assert parse_cycle_config({"safety": safety_document(safety)}).safety == safety
+
+
+@given(
+    owners=st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=12),
+    dest=st.sampled_from(["a", "b", "c", "d"]),
+    evenly=st.booleans(),
+    topics=st.sampled_from([10, 50_000]),
+)
+def test_the_destination_shortcut_decides_as_the_filters(owners, dest, evenly, topics):
+    from balancer.cycle import _DestinationCheck
+    from balancer.placement.place import filter_candidates
+
+    names = [f"t/ns/0x{i:08x}_0x{i + 1:08x}" for i in range(len(owners))]
+    bundles = {n: BundleLoad(n, o, topics=5) for n, o in zip(names, owners, strict=True)}
+    brokers = {b: BrokerLoad(b, topics=topics, reported_at=NOW) for b in "abcd"}
+    snap = ClusterSnapshot(NOW, brokers, bundles)
+    pulsar = replace(PulsarConfig(), is_distribute_bundles_evenly_enabled=evenly)
+    source = owners[0]
+    if dest == source:
+        return
+    serving = list("abcd")
+    check = _DestinationCheck(snap, pulsar, serving, names[:1])
+    kept, _, _ = filter_candidates(snap, names[0], pulsar, {}, [n for n in serving if n != source])
+    assert (check.refusal(names[0], dest, source, {}) is None) == (dest in kept)

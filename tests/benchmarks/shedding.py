@@ -1,4 +1,5 @@
-"""One shed + place cycle for every strategy on synthetic heavy-tailed clusters.
+"""One whole cycle (``plan_cycle``: life cycle, shedder with guards, vetoes, placement, stats
+before and after) for every strategy on synthetic heavy-tailed clusters.
 
     .venv/bin/python -m tests.benchmarks [--sizes 100x10000,1000x100000] [--repeat 3]
 
@@ -18,10 +19,9 @@ import time
 import numpy as np
 
 from balancer.config import PulsarConfig
-from balancer.danube.config import DanubeConfig
+from balancer.cycle import ActionKind, CycleConfig, Strategies, plan_cycle
 from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage, TopicStats
-from balancer.placement.batch import place_many
-from balancer.registry import SHEDDERS
+from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot
 
 MIB = 1024 * 1024
@@ -51,6 +51,7 @@ def synthetic(brokers: int, bundles: int, seed: int = 7) -> ClusterSnapshot:
             rates=MessageRates(0, 0, float(per_broker_tput[j] / 2), float(per_broker_tput[j] / 2)),
             bundles=tuple(owned[j]),
             topics=len(owned[j]),
+            reported_at=1_000_000.0,
             topic_stats=tuple(
                 TopicStats(f"/ns/{n}", byte_rate=float(per_broker_tput[j]) / max(len(owned[j]), 1))
                 for n in owned[j][:20]
@@ -67,35 +68,26 @@ def synthetic(brokers: int, bundles: int, seed: int = 7) -> ClusterSnapshot:
 
 
 STRATEGIES = {
-    "ThresholdShedder": ({}, {}),
-    "OverloadShedder": ({}, {}),
-    "UniformLoadShedder": ({}, {}),
-    "AvgShedder": ({}, {"hitCountHigh": None}),
-    "TransferShedder": ({}, {"unloadConditionHitCount": 3}),
-    "danube": ({"aggressiveness": "aggressive"}, {}),
+    "ThresholdShedder": {},
+    "OverloadShedder": {},
+    "UniformLoadShedder": {},
+    "AvgShedder": {"hitCountHigh": None},
+    "TransferShedder": {"unloadConditionHitCount": 3},
 }
 
 
 def cycle(snapshot: ClusterSnapshot, name: str) -> int:
-    """Shed, then place every unloaded bundle that has no destination; returns the unloads."""
-    keys, state = STRATEGIES[name]
-    if name == "danube":
-        decision = SHEDDERS[name](snapshot, DanubeConfig.from_keys(keys), {})
-        return len(decision.unloads)
+    """One whole cycle with shedder ``name``; returns the planned unloads."""
+    state = dict(STRATEGIES[name])
     if name == "AvgShedder":
-        hot = dict.fromkeys(snapshot.brokers, 10)
-        state = {"hitCountHigh": hot}
-    config = PulsarConfig.from_keys({"loadBalancerBundleUnloadMinThroughputThreshold": 0})
-    decision = SHEDDERS[name](snapshot, config, dict(state))
-    unplaced = [u for u in decision.unloads if u.destination is None]
-    place_many(
-        snapshot,
-        [u.bundle for u in unplaced],
-        config,
-        {},
-        sources={u.bundle: u.source for u in unplaced},
+        state = {"hitCountHigh": dict.fromkeys(snapshot.brokers, 10)}
+    config = CycleConfig(
+        strategies=Strategies(shedder=name),
+        pulsar=PulsarConfig.from_keys({"loadBalancerBundleUnloadMinThroughputThreshold": 0}),
+        safety=SafetyConfig(bundle_cool_down_s=0.0),
     )
-    return len(decision.unloads)
+    plan = plan_cycle(snapshot, config, {name: state})
+    return len(plan.planned(ActionKind.UNLOAD))
 
 
 def main(argv: list[str] | None = None) -> None:
