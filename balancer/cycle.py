@@ -677,9 +677,12 @@ class _DestinationCheck:
             return None
         namespace = namespace_of_bundle(bundle)
         if namespace not in self.namespaces:
-            counts = dict(self.snapshot.bundle_counts(namespace))
-            owning = sum(1 for n, c in counts.items() if c > 0 and n in self.serving_set)
-            has_zero = owning < len(self.serving)
+            counts = self.snapshot.bundle_counts(namespace)
+            # Fewer owners than serving brokers: some serving broker owns none of it.
+            has_zero = len(counts) < len(self.serving) or (
+                sum(1 for n, c in counts.items() if c > 0 and n in self.serving_set)
+                < len(self.serving)
+            )
             smallest = (
                 []
                 if has_zero

@@ -72,11 +72,10 @@ def place_many(
 
     def namespace_counts(namespace: str) -> dict[int, int]:
         if namespace not in counts:
-            owners = snapshot.bundle_owner_positions(namespace).tolist()
-            tally: dict[int, int] = {}
-            for owner in owners:
-                tally[owner] = tally.get(owner, 0) + 1
-            counts[namespace] = tally
+            owners, tallies = np.unique(
+                snapshot.bundle_owner_positions(namespace), return_counts=True
+            )
+            counts[namespace] = dict(zip(owners.tolist(), tallies.tolist(), strict=True))
         return counts[namespace]
 
     def dense(tally: dict[int, int]) -> np.ndarray:
