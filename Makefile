@@ -4,12 +4,14 @@ VENV        := .venv
 BIN         := $(VENV)/bin
 REDIS_PORT  ?= 6390
 TEST_REDIS_PORT ?= 6391
+TEST_PG_PORT ?= 6392
 WEB_PORT    ?= 8000
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages Fulcrum needs, each only when missing (Spark 4 needs Java 17 or newer).
 APT_PKGS := $(if $(shell command -v redis-server),,redis-server) \
             $(if $(shell java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])' && echo ok),,openjdk-17-jre-headless) \
-            $(if $(wildcard /usr/bin/chromium),,chromium)
+            $(if $(wildcard /usr/bin/chromium),,chromium) \
+            $(if $(wildcard /usr/lib/postgresql/*/bin/pg_ctl),,postgresql)
 
 .PHONY: setup sysdeps run test lint bench clean
 
@@ -39,16 +41,25 @@ run: setup
 
 test: setup
 	$(BIN)/ruff check balancer console tests
+	$(BIN)/lint-imports
+	$(BIN)/mypy balancer console
 	@mkdir -p var; \
 	 redis-server --port $(TEST_REDIS_PORT) --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
 	   --pidfile "$(CURDIR)/var/redis-test.pid" --logfile "$(CURDIR)/var/redis-test.log"; \
-	 trap 'redis-cli -p $(TEST_REDIS_PORT) shutdown nosave >/dev/null 2>&1' EXIT; \
-	 PATH="$(CURDIR)/$(BIN):$$PATH" REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 \
-	   $(BIN)/pytest --cov=balancer --cov-branch --cov-report=term-missing:skip-covered \
-	     --cov-fail-under=100 $(PYTEST_ARGS)
+	 trap 'redis-cli -p $(TEST_REDIS_PORT) shutdown nosave >/dev/null 2>&1; scripts/pg-private stop var/pg-test' EXIT; \
+	 export PATH="$(CURDIR)/$(BIN):$$PATH" REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0; \
+	 echo "== every test on SQLite, balancer/ gated at 100 % branch coverage"; \
+	 $(BIN)/pytest --cov=balancer --cov-branch --cov-report=term-missing:skip-covered \
+	     --cov-fail-under=100 $(PYTEST_ARGS) && \
+	 echo "== the console's tests again on PostgreSQL" && \
+	 scripts/pg-private start var/pg-test $(TEST_PG_PORT) && \
+	 DATABASE_URL=postgres://fulcrum@127.0.0.1:$(TEST_PG_PORT)/fulcrum \
+	   $(BIN)/pytest tests/console -m "not spark" -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check balancer console tests
+	$(BIN)/lint-imports
+	$(BIN)/mypy balancer console
 
 bench: setup
 	$(BIN)/python -m tests.benchmarks --sizes 100x10000,1000x100000

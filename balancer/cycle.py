@@ -658,7 +658,7 @@ class _DestinationCheck:
         room = all(snapshot.brokers[n].topics + extra <= pulsar.broker_max_topics for n in serving)
         groups = any(p.anti_affinity_group for p in snapshot.namespaces.values())
         self.exact = groups or not room
-        self.namespaces: dict[str, tuple[dict[str, int], bool, list[tuple[int, str]]]] = {}
+        self.namespaces: dict[str, tuple[Mapping[str, int], bool, list[tuple[int, str]]]] = {}
 
     def refusal(
         self, bundle: str, dest: str, source: str, preallocated: dict[str, str]
@@ -677,7 +677,7 @@ class _DestinationCheck:
             return None
         namespace = namespace_of_bundle(bundle)
         if namespace not in self.namespaces:
-            counts = self.snapshot.bundle_counts(namespace)
+            counts: Mapping[str, int] = self.snapshot.bundle_counts(namespace)
             # Fewer owners than serving brokers: some serving broker owns none of it.
             has_zero = len(counts) < len(self.serving) or (
                 sum(1 for n, c in counts.items() if c > 0 and n in self.serving_set)

@@ -170,8 +170,9 @@ class ClusterSnapshot:
         unloaded_at = np.fromiter(
             (unloaded.get(n, np.nan) for n in names), dtype=np.float64, count=count
         )
-        name_rank = (
-            np.unique(np.asarray(names, dtype=object), return_inverse=True)[1] if names else []
+        name_rank = np.asarray(
+            np.unique(np.asarray(names, dtype=object), return_inverse=True)[1] if names else [],
+            dtype=np.int64,
         )
         order = np.lexsort((name_rank, -throughputs, np.asarray(groups, dtype=np.int64)))
         starts = np.searchsorted(

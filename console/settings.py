@@ -73,6 +73,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     # Channels' live-server tests run daphne in another process: it needs a file database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_fulcrum.sqlite3")}
+else:
+    # Named explicitly: Channels' live server derives the name again in its forked process and
+    # would otherwise connect to "test_test_..." (django/channels#2176).
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -138,6 +142,8 @@ SPARK_SUBMIT = os.environ.get("SPARK_SUBMIT", "spark-submit")
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Django's LOGGING governs the worker's logs too.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_ALWAYS_EAGER = _env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Spark and other long work run on their own queue and worker process, never in the shedding
 # worker (which consumes only the default "celery" queue).

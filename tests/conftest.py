@@ -63,7 +63,7 @@ def cluster(db):
 def operator(db):
     from django.contrib.auth.models import Group
 
-    from console.api.permissions import OPERATORS_GROUP
+    from console.access import OPERATORS_GROUP
 
     user = User.objects.create_user("alice", password="s3cret-pass")
     user.groups.add(Group.objects.get_or_create(name=OPERATORS_GROUP)[0])

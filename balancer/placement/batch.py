@@ -135,7 +135,7 @@ def place_many(
     out: list[Placement] = []
     for bundle in bundles:
         source = (sources or {}).get(bundle)
-        src = position.get(source, -1)
+        src = position.get(source, -1) if source is not None else -1
         if src >= 0 and not (active[src] and active_count > 1):
             src = -1
         namespace = namespace_of_bundle(bundle)

@@ -111,11 +111,11 @@ def _extensible_least_resource_usage(
     """The extensible load manager's variant, chosen when brokers report weightedMaxEMA: usage
     is that figure (no local history); brokers without it are left out of the mean and of the
     best set, but stay in the all-candidates fallback (PULSAR.md §7.5)."""
-    scores = {
-        n: snapshot.brokers[n].weighted_max_ema
-        for n in candidates
-        if snapshot.brokers[n].weighted_max_ema is not None
-    }
+    scores: dict[str, float] = {}
+    for n in candidates:
+        ema = snapshot.brokers[n].weighted_max_ema
+        if ema is not None:
+            scores[n] = ema
     mean = sum(scores.values()) / len(scores)
     diff = config.average_resource_usage_difference_fraction
     best = sorted(n for n, s in scores.items() if s + diff <= mean) or sorted(candidates)

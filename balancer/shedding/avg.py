@@ -51,7 +51,7 @@ def shed(
     scores = {n: 100 * usage[n] for n in snapshot.brokers}
     order = sorted(
         snapshot.brokers,
-        key=functools.cmp_to_key(lambda a, b: java_int(scores[a] - scores[b])),
+        key=functools.cmp_to_key(lambda a, b: java_int(scores[str(a)] - scores[str(b)])),
     )
     pairs: list[tuple[str, str]] = []
     i, j = 0, len(order) - 1

@@ -41,7 +41,7 @@ from balancer.placement.batch import place_many
 from balancer.safety import SafetyConfig
 from balancer.simulator.layout import DEMO, Layout
 from balancer.simulator.model import BundleMap, background_cpu, broker_report, bundle_stats
-from balancer.simulator.traces import load_cpu_series, load_functions
+from balancer.simulator.traces import default_traces_dir, load_cpu_series, load_functions
 from balancer.simulator.workload import DEFAULT_SCALE, Workload, build_workload
 from balancer.snapshot import ClusterSnapshot
 from balancer.wire import RATE_KEYS, parse_broker
@@ -190,8 +190,6 @@ def run(
 
 def main(argv: list[str] | None = None) -> None:
     """Print a JSON summary (or a comparison with no shedding) of an offline run."""
-    from balancer.simulator.run import default_traces_dir
-
     parser = argparse.ArgumentParser(
         prog="python -m balancer.simulator.offline", description=__doc__
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,3 +48,12 @@ def load_cpu_series(traces_dir: Path, name: str) -> np.ndarray:
     """A NAB series' values (percent, one per 5 minutes), in file order."""
     with open(traces_dir / NAB_AWS / f"{name}.csv", newline="") as handle:
         return np.asarray([float(row["value"]) for row in csv.DictReader(handle)], dtype=np.float64)
+
+
+def default_traces_dir() -> Path:
+    """``FULCRUM_TRACES_DIR``, else the traces shipped in the repository's ``data/traces``."""
+    return Path(
+        os.environ.get(
+            "FULCRUM_TRACES_DIR", Path(__file__).resolve().parents[2] / "data" / "traces"
+        )
+    )

@@ -47,7 +47,7 @@ class BundleOutput(serializers.ModelSerializer):
 
 class UnloadOutput(serializers.Serializer):
     bundle = serializers.CharField()
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # a field, not Field.source
     destination = serializers.CharField(allow_null=True)
     forced = serializers.BooleanField()
     explanation = serializers.CharField()

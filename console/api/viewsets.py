@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -33,6 +35,11 @@ from console.services import (
     load_report_ingest,
 )
 from console.services.reports import report_run_request
+
+
+def acting_user(request: Request) -> User:
+    """The operator behind a request that passed IsOperator (always a real user)."""
+    return cast(User, request.user)
 
 
 class LoadReportViewSet(viewsets.ViewSet):
@@ -121,7 +128,7 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
         data = params.validated_data
         result = bundle_unload(
             bundle.name,
-            actor=request.user,
+            actor=acting_user(request),
             expected_owner=data.get("expected_owner"),
             destination=data.get("destination"),
             force=data.get("force", False),
@@ -137,7 +144,7 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
         params.is_valid(raise_exception=True)
         result = bundle_split(
             bundle.name,
-            actor=request.user,
+            actor=acting_user(request),
             algorithm=params.validated_data.get("algorithm"),
             positions=params.validated_data.get("positions"),
             expected_owner=params.validated_data.get("expected_owner"),
@@ -155,13 +162,13 @@ class BrokerViewSet(viewsets.GenericViewSet):
     @extend_schema(request=None, responses=dict)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def drain(self, request: Request, name: str = "") -> Response:
-        broker = broker_state_set(name, "draining", actor=request.user)
+        broker = broker_state_set(name, "draining", actor=acting_user(request))
         return Response({"broker": broker.name, "state": broker.state})
 
     @extend_schema(request=None, responses=dict)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def activate(self, request: Request, name: str = "") -> Response:
-        broker = broker_state_set(name, "active", actor=request.user)
+        broker = broker_state_set(name, "active", actor=acting_user(request))
         return Response({"broker": broker.name, "state": broker.state})
 
 
@@ -185,12 +192,12 @@ class ReportRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = ReportRunOutput
     queryset = ReportRun.objects.all()
 
-    def get_permissions(self) -> list[Any]:
+    def get_permissions(self) -> Sequence[Any]:
         if self.action == "create":
             return [IsOperator()]
         return super().get_permissions()
 
     @extend_schema(request=None, responses={201: ReportRunOutput})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        run = report_run_request(actor=request.user)
+        run = report_run_request(actor=acting_user(request))
         return Response(ReportRunOutput(run).data, status=status.HTTP_201_CREATED)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from balancer import bundles as bundle_ops
@@ -69,7 +69,7 @@ def plan_apply(
     plan: CyclePlan,
     *,
     now: datetime,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     kind: str,
     refuse_stale: bool,
 ) -> Decision:
@@ -110,8 +110,11 @@ def plan_apply(
         for action in planned:
             row = rows.get(action.target)
             if action.kind == ActionKind.UNLOAD:
-                ok = row is not None and _compare_and_set(
-                    row, expected=action.source, owner=None, unloaded_at=now
+                source = brokers.get(action.source or "")
+                ok = (
+                    row is not None
+                    and source is not None
+                    and _compare_and_set(row, expected=source, owner=None, unloaded_at=now)
                 )
                 if not ok:
                     _stale(action, row, refuse_stale, stale, skipped)
@@ -178,12 +181,19 @@ def plan_apply(
 
 
 def _compare_and_set(
-    row: Bundle, *, expected: str | None, owner: Broker | None, unloaded_at: datetime | None = None
+    row: Bundle,
+    *,
+    expected: Broker | None,
+    owner: Broker | None,
+    unloaded_at: datetime | None = None,
 ) -> bool:
-    """Set the owner only if it still is ``expected`` (by broker name; None: no owner)."""
+    """Set the owner only if it still is ``expected`` (None: no owner), in one conditional UPDATE
+    on the bundle row alone (no join), so that PostgreSQL re-checks it after a concurrent write."""
     rows = Bundle.objects.filter(pk=row.pk)
     rows = (
-        rows.filter(owner__isnull=True) if expected is None else rows.filter(owner__name=expected)
+        rows.filter(owner_id__isnull=True)
+        if expected is None
+        else rows.filter(owner_id=expected.pk)
     )
     changes: dict[str, Any] = {"owner": owner}
     if unloaded_at is not None:
@@ -221,7 +231,7 @@ def _move_event(
     plan: CyclePlan,
     decision: Decision,
     now: datetime,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     unload: Action | None,
     place: Action | None,
 ) -> AuditEvent:
@@ -262,7 +272,7 @@ def _split(
     row: Bundle,
     action: Action,
     now: datetime,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
 ) -> AuditEvent:
     """Replace the bundle by its children (unowned, in their grace period), checking that the
     namespace's bundles still partition its hash space."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from balancer.cycle import plan_activate, plan_drain
@@ -17,7 +17,7 @@ from console.services.errors import ConsoleError
 
 
 def broker_state_set(
-    broker_name: str, state: str, *, actor: AbstractBaseUser, now: datetime | None = None
+    broker_name: str, state: str, *, actor: User, now: datetime | None = None
 ) -> Broker:
     """Drain (``draining``) or activate (``active``) a broker. Idempotent; audited.
 

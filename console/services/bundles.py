@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -107,7 +107,7 @@ def bundle_lookup(topic: str, *, now: datetime | None = None) -> dict[str, Any]:
 def bundle_unload(
     bundle_name: str,
     *,
-    actor: AbstractBaseUser,
+    actor: User,
     expected_owner: str | None = None,
     destination: str | None = None,
     force: bool = False,
@@ -157,7 +157,7 @@ def bundle_unload(
 def bundle_split(
     bundle_name: str,
     *,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     algorithm: str | None = None,
     positions: list[int] | None = None,
     expected_owner: str | None = None,

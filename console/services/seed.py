@@ -11,7 +11,7 @@ from django.db import transaction
 
 from balancer.bundles import initial_boundaries
 from balancer.simulator.layout import Layout
-from console.api.permissions import OPERATORS_GROUP
+from console.access import OPERATORS_GROUP
 from console.models import BalancerConfig, Broker, Bundle, Cluster, FailureDomain, Namespace, Tenant
 
 # The demo plays a trace minute every 2 s (30x real time) on a small cluster, so two Pulsar

@@ -7,10 +7,10 @@ from balancer.bundles import bundles_from_boundaries, initial_boundaries
 from balancer.hashing import topic_hash
 from balancer.simulator.layout import DEMO, BrokerSpec, Layout
 from balancer.simulator.model import BundleMap, background_cpu, broker_report, bundle_stats
-from balancer.simulator.run import Simulator
 from balancer.simulator.traces import load_cpu_series, load_functions
 from balancer.simulator.workload import build_workload
 from balancer.wire import parse_broker
+from console.connectors.simulator_agent import Simulator
 
 TRACES = Path(__file__).resolve().parents[3] / "data" / "traces"
 SMALL = Layout(

@@ -1,6 +1,7 @@
 """The simulator's HTTP loop against a stub console on loopback."""
 
 import json
+import logging
 import runpy
 import sys
 import threading
@@ -12,7 +13,7 @@ import requests
 
 from balancer.bundles import bundles_from_boundaries, initial_boundaries
 from balancer.simulator.layout import DEMO
-from balancer.simulator.run import ConsoleClient, build, main, run_forever
+from console.connectors.simulator_agent import ConsoleClient, build, main, run_forever
 
 
 class StubConsole(BaseHTTPRequestHandler):
@@ -70,6 +71,15 @@ def console():
     server.shutdown()
 
 
+@pytest.fixture(autouse=True)
+def agent_log(caplog):
+    """The agent's logger as a standalone process has it (a Celery worker started by another
+    test in this process may have disabled or detached it)."""
+    logger = logging.getLogger("fulcrum.simulator")
+    logger.disabled, logger.propagate = False, True
+    caplog.set_level(logging.INFO, logger="fulcrum.simulator")
+
+
 def test_one_step_looks_up_every_bundle_and_reports_every_broker(console, caplog):
     from tests.balancer.simulator.test_simulator import TRACES
 
@@ -117,7 +127,7 @@ def test_main_plays_the_requested_steps(console, monkeypatch):
         "argv",
         ["sim", "--console", console, "--token", "t0ken", "--steps", "1", "--step-seconds", "0"],
     )
-    runpy.run_module("balancer.simulator", run_name="__main__")
+    runpy.run_module("console.connectors.simulator_agent", run_name="__main__")
     assert len(StubConsole.reports) == 16
 
 

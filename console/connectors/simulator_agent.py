@@ -1,4 +1,5 @@
-"""The simulator's loop against a live console: ownership, lookups, load reports, over HTTP.
+"""The simulator's agent: plays the demo cluster against a live console over HTTP
+(``python -m console.connectors.simulator_agent``); it imports no Django, being the brokers' side.
 
 Each step plays one trace minute: fetch bundle ownership, look up one topic of every unowned
 bundle (the console places it, as a Pulsar lookup would), then post each broker's load report
@@ -21,7 +22,7 @@ import requests
 
 from balancer.simulator.layout import DEMO, Layout
 from balancer.simulator.model import BundleMap, background_cpu, broker_report, bundle_stats
-from balancer.simulator.traces import load_cpu_series, load_functions
+from balancer.simulator.traces import default_traces_dir, load_cpu_series, load_functions
 from balancer.simulator.workload import DEFAULT_SCALE, Workload, build_workload
 
 log = logging.getLogger("fulcrum.simulator")
@@ -96,15 +97,6 @@ class Simulator:
         return sent
 
 
-def default_traces_dir() -> Path:
-    """``FULCRUM_TRACES_DIR``, else the traces shipped in the repository's ``data/traces``."""
-    return Path(
-        os.environ.get(
-            "FULCRUM_TRACES_DIR", Path(__file__).resolve().parents[2] / "data" / "traces"
-        )
-    )
-
-
 def build(
     layout: Layout, traces_dir: Path, client: ConsoleClient, scale: float, start_minute: int
 ) -> Simulator:
@@ -137,8 +129,10 @@ def run_forever(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m balancer.simulator``: play the demo cluster against a console."""
-    parser = argparse.ArgumentParser(prog="python -m balancer.simulator", description=__doc__)
+    """Play the demo cluster against a console."""
+    parser = argparse.ArgumentParser(
+        prog="python -m console.connectors.simulator_agent", description=__doc__
+    )
     parser.add_argument(
         "--console", default=os.environ.get("FULCRUM_CONSOLE_URL", "http://127.0.0.1:8000")
     )
@@ -165,3 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         DEMO, args.traces, ConsoleClient(args.console, args.token), args.scale, args.start_minute
     )
     run_forever(sim, args.step_seconds, args.steps)
+
+
+if __name__ == "__main__":
+    main()

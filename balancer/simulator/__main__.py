@@ -1,5 +1,0 @@
-"""``python -m balancer.simulator``."""
-
-from balancer.simulator.run import main
-
-main()
