@@ -82,6 +82,24 @@ class PulsarConfig:
     namespace_max_bundles: int = 128
     flow_or_qps_difference_fraction: float = 0.10
     seed: int = 0
+    # Accepted so that a broker.conf's load-balancer section reads as is; the cycle's cadence,
+    # strategies and split algorithm come from Fulcrum's own configuration (CycleConfig).
+    shedding_interval_s: float = 60.0
+    split_interval_s: float = 60.0
+    split_condition_hit_count: int = 3
+    max_bundles_to_split_per_cycle: int = 10
+    default_bundles_per_namespace: int = 4
+    is_auto_bundle_split_enabled: bool = True
+    is_auto_unload_split_bundles_enabled: bool = True
+    load_manager_class_name: str = "ModularLoadManagerImpl"
+    shedding_strategy_class: str = "ThresholdShedder"
+    placement_strategy_class: str = "LeastLongTermMessageRate"
+    default_split_algorithm: str = "range_equally_divide"
+    supported_split_algorithms: str = (
+        "range_equally_divide,topic_count_equally_divide,specified_positions_divide,"
+        "flow_or_qps_equally_divide"
+    )
+    topic_bundle_assignment_strategy: str = "ConsistentHashingTopicBundleAssigner"
 
     @property
     def weights(self) -> ResourceWeights:
@@ -117,6 +135,13 @@ class PulsarConfig:
                 if not isinstance(value, bool):
                     raise BalancerError(f"{key} must be true or false", field=f"{path}.{key}")
                 changes[name] = value
+                continue
+            if expected == "str":
+                if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                    value = ",".join(value)
+                if not isinstance(value, str) or not value.strip():
+                    raise BalancerError(f"{key} must be a non-empty string", field=f"{path}.{key}")
+                changes[name] = value.strip()
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise BalancerError(f"{key} must be a number", field=f"{path}.{key}")
@@ -186,6 +211,22 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[float], float]]]] = {
     "loadBalancerNamespaceMaximumBundles": ("namespace_max_bundles", _same),
     "flowOrQpsDifferenceThresholdPercentage": ("flow_or_qps_difference_fraction", _percent),
     "seed": ("seed", _same),
+    "loadBalancerSheddingIntervalMinutes": ("shedding_interval_s", _minutes),
+    "loadBalancerSplitIntervalMinutes": ("split_interval_s", _minutes),
+    "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": (
+        "split_condition_hit_count",
+        _same,
+    ),
+    "loadBalancerMaxNumberOfBundlesToSplitPerCycle": ("max_bundles_to_split_per_cycle", _same),
+    "defaultNumberOfNamespaceBundles": ("default_bundles_per_namespace", _same),
+    "loadBalancerAutoBundleSplitEnabled": ("is_auto_bundle_split_enabled", _same),
+    "loadBalancerAutoUnloadSplitBundlesEnabled": ("is_auto_unload_split_bundles_enabled", _same),
+    "loadManagerClassName": ("load_manager_class_name", _same),
+    "loadBalancerLoadSheddingStrategy": ("shedding_strategy_class", _same),
+    "loadBalancerLoadPlacementStrategy": ("placement_strategy_class", _same),
+    "defaultNamespaceBundleSplitAlgorithm": ("default_split_algorithm", _same),
+    "supportedNamespaceBundleSplitAlgorithms": ("supported_split_algorithms", _same),
+    "topicBundleAssignmentStrategy": ("topic_bundle_assignment_strategy", _same),
 }
 # maxUnloadBundleNumPerShedding = -1 means "no limit"; sessions ≤ 0 disables that split condition.
 MAY_BE_NEGATIVE: Final = frozenset(

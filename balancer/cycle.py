@@ -46,7 +46,7 @@ from balancer.hashing import format_hash
 from balancer.load import ResourceWeights
 from balancer.placement.batch import place_many
 from balancer.placement.place import filter_candidates
-from balancer.registry import get_placement_strategy, get_shedder, get_split_algorithm
+from balancer.registry import console_names, get_split_algorithm, strategy_info
 from balancer.safety import SafetyConfig, matching_pattern
 from balancer.shedding.guarded import shed_guarded
 from balancer.snapshot import ClusterSnapshot, percent_float32
@@ -56,9 +56,7 @@ from balancer.units import Seconds
 
 # Split algorithms that need only the bundle's range (load reports carry bundle totals, not the
 # per-topic hashes the other two need).
-RANGE_ONLY_SPLITS: Final = ("range_equally_divide", "specified_positions_divide")
-# Placement strategies the cycle can run on bundles.
-CYCLE_PLACEMENTS: Final = ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight")
+RANGE_ONLY_SPLITS: Final = console_names("split")
 # What each placement's score is, for the metric of a place action.
 PLACEMENT_METRICS: Final = {
     "LeastLongTermMessageRate": "longTermMsgRate",
@@ -395,26 +393,28 @@ def plan_cycle(
     )
 
 
-def _cycle_shedder(name: str) -> str:
-    canonical, _ = get_shedder(name)
-    if canonical == "danube":
+def _in_console(kind: str, name: str, field: str) -> str:
+    """The canonical name of a strategy the cycle can run (the registry says which).
+
+    Raises:
+        UnknownStrategy: an unknown name.
+        BalancerError: a strategy the cycle cannot run, with why and the valid names.
+    """
+    info = strategy_info(kind, name)
+    if not info.in_console:
         raise BalancerError(
-            "the Danube rebalancer moves topics; the cycle moves bundles: choose one of "
-            "ThresholdShedder, OverloadShedder, UniformLoadShedder, AvgShedder, TransferShedder",
-            field="strategies.shedder",
+            f"{info.name}: {info.why_not}; the cycle runs {', '.join(console_names(kind))}",
+            field=field,
         )
-    return canonical
+    return info.name
+
+
+def _cycle_shedder(name: str) -> str:
+    return _in_console("shedder", name, "strategies.shedder")
 
 
 def _cycle_placement(name: str) -> str:
-    canonical = get_placement_strategy(name)
-    if canonical not in CYCLE_PLACEMENTS:
-        raise BalancerError(
-            f"{canonical} places topics; the cycle places bundles with one of "
-            + ", ".join(CYCLE_PLACEMENTS),
-            field="strategies.placement",
-        )
-    return canonical
+    return _in_console("placement", name, "strategies.placement")
 
 
 def broker_life(

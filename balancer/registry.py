@@ -4,14 +4,15 @@ aliases are accepted case-insensitively (``threshold_shedder``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from balancer.bundles import BundleRange
-from balancer.config import PulsarConfig
+from balancer.config import MAY_BE_NEGATIVE, PULSAR_KEYS, PulsarConfig
 from balancer.danube import rebalance
 from balancer.danube.config import DanubeConfig
 from balancer.decisions import SheddingDecision
-from balancer.errors import UnknownStrategy
+from balancer.errors import BalancerError, UnknownStrategy
 from balancer.placement.selection import SELECTORS
 from balancer.shedding import avg, overload, threshold, transfer, uniform
 from balancer.snapshot import ClusterSnapshot
@@ -84,3 +85,332 @@ def get_split_algorithm(name: str) -> tuple[str, SplitAlgorithm]:
     """(canonical name, algorithm) for ``name``; raises UnknownStrategy."""
     canonical = canonical_name(name, SPLIT_ALGORITHMS, "algorithm")
     return canonical, SPLIT_ALGORITHMS[canonical]
+
+
+# ---------------------------------------------------------------------------------------------
+# What each strategy is, whether the console can run it, and the parameters it reads: the one
+# description that the admin, the API and the config editor validate from.
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    """One reference configuration key, in its own unit (percent, minutes, MiB...).
+
+    ``minimum``/``maximum`` bound valid values (None: unbounded); ``default`` is in ``unit``."""
+
+    key: str
+    unit: str
+    default: float | int | bool | str
+    minimum: float | None
+    maximum: float | None
+    source: str
+
+    def as_dict(self) -> dict[str, object]:
+        """``{"key", "unit", "default", "minimum", "maximum", "source"}``."""
+        return {
+            "key": self.key,
+            "unit": self.unit,
+            "default": self.default,
+            "minimum": self.minimum,
+            "maximum": self.maximum,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyInfo:
+    """A registry entry: ``kind`` is shedder, placement or split; ``in_console`` says whether
+    the console's cycle (which moves bundles) can run it, ``why_not`` why not."""
+
+    name: str
+    kind: str
+    source: str
+    summary: str
+    in_console: bool
+    parameters: tuple[str, ...]
+    why_not: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        """The entry with its parameters described in full."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "source": self.source,
+            "summary": self.summary,
+            "inConsole": self.in_console,
+            "whyNot": self.why_not,
+            "parameters": [parameter(k).as_dict() for k in self.parameters],
+        }
+
+
+# Units of the keys whose converter keeps the value as it is (the others follow the converter).
+_UNITS: Final[Mapping[str, str]] = {
+    "loadBalancerHistoryResourcePercentage": "fraction",
+    "maxUnloadPercentage": "fraction",
+    "loadBalancerBrokerLoadTargetStd": "fraction",
+    "loadBalancerMsgRateDifferenceShedderThreshold": "%",
+    "loadBalancerAvgShedderLowThreshold": "%",
+    "loadBalancerAvgShedderHighThreshold": "%",
+    "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": "×",
+    "minUnloadMessage": "msg/s",
+    "minUnloadMessageThroughput": "bytes/s",
+    "loadBalancerNamespaceBundleMaxMsgRate": "msg/s",
+    "loadBalanceSheddingDelayInSeconds": "s",
+    "loadBalancerBrokerLoadDataTTLInSeconds": "s",
+}
+_FRACTIONS: Final = frozenset({"loadBalancerHistoryResourcePercentage", "maxUnloadPercentage"})
+_SECTION: Final = "PULSAR.md §12"
+
+
+def parameter(key: str) -> Parameter:
+    """The description of one Pulsar key (PULSAR.md §12), derived from PulsarConfig.
+
+    Raises:
+        KeyError: not a Pulsar key.
+    """
+    name, convert = PULSAR_KEYS[key]
+    default = getattr(PulsarConfig(), name)
+    unit = _UNITS.get(key)
+    if isinstance(default, bool):
+        return Parameter(key, "true/false", default, None, None, _SECTION)
+    if isinstance(default, str):
+        return Parameter(key, "name", default, None, None, _SECTION)
+    if unit is None:
+        unit = {
+            "_percent": "%",
+            "_minutes": "min",
+            "_mib": "MiB/s",
+        }.get(convert.__name__, "count" if isinstance(default, int) else "weight")
+    back = {"_percent": 100.0, "_minutes": 1 / 60.0, "_mib": 1.0 / (1024 * 1024)}.get(
+        convert.__name__, 1.0
+    )
+    value: float | int = default * back if back != 1.0 else default
+    if isinstance(default, float) and back != 1.0:
+        value = round(value, 6)
+    minimum: float | None = -1.0 if key in MAY_BE_NEGATIVE else 0.0
+    maximum: float | None = (
+        100.0 if convert.__name__ == "_percent" else (1.0 if key in _FRACTIONS else None)
+    )
+    return Parameter(key, unit, value, minimum, maximum, _SECTION)
+
+
+_COMMON: Final = ("loadBalancerSheddingGracePeriodMinutes",)
+_WEIGHTS: Final = (
+    "loadBalancerCPUResourceWeight",
+    "loadBalancerMemoryResourceWeight",
+    "loadBalancerDirectMemoryResourceWeight",
+    "loadBalancerBandwidthInResourceWeight",
+    "loadBalancerBandwidthOutResourceWeight",
+)
+_FILTERS: Final = (
+    "loadBalancerBrokerMaxTopics",
+    "loadBalancerDistributeBundlesEvenlyEnabled",
+    "failureDomainsEnabled",
+    "loadBalancerBrokerOverloadedThresholdPercentage",
+)
+_SPLIT: Final = (
+    "loadBalancerNamespaceBundleMaxTopics",
+    "loadBalancerNamespaceBundleMaxSessions",
+    "loadBalancerNamespaceBundleMaxMsgRate",
+    "loadBalancerNamespaceBundleMaxBandwidthMbytes",
+    "loadBalancerNamespaceMaximumBundles",
+)
+_DANUBE_WHY: Final = (
+    "Danube's strategies move topics; the console's cycle moves bundles (command line only)"
+)
+_TOPIC_WHY: Final = (
+    "needs per-topic hashes and rates, which load reports do not carry (command line only)"
+)
+
+ENTRIES: Final[tuple[StrategyInfo, ...]] = (
+    StrategyInfo(
+        "ThresholdShedder",
+        "shedder",
+        "Pulsar ThresholdShedder, PULSAR.md §2",
+        "EMA of each broker's weighted max usage; sheds from brokers above mean + threshold",
+        True,
+        (
+            "loadBalancerBrokerThresholdShedderPercentage",
+            "loadBalancerHistoryResourcePercentage",
+            "loadBalancerBundleUnloadMinThroughputThreshold",
+            "lowerBoundarySheddingEnabled",
+            *_WEIGHTS,
+            *_COMMON,
+        ),
+    ),
+    StrategyInfo(
+        "OverloadShedder",
+        "shedder",
+        "Pulsar OverloadShedder, PULSAR.md §3",
+        "sheds from brokers whose max usage is above the overload bar",
+        True,
+        (
+            "loadBalancerBrokerOverloadedThresholdPercentage",
+            "loadBalancerBundleUnloadMinThroughputThreshold",
+            *_COMMON,
+        ),
+    ),
+    StrategyInfo(
+        "UniformLoadShedder",
+        "shedder",
+        "Pulsar UniformLoadShedder, PULSAR.md §4",
+        "evens msg rate (then throughput) between the busiest and the idlest broker",
+        True,
+        (
+            "loadBalancerMsgRateDifferenceShedderThreshold",
+            "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold",
+            "maxUnloadPercentage",
+            "minUnloadMessage",
+            "minUnloadMessageThroughput",
+            "maxUnloadBundleNumPerShedding",
+            *_COMMON,
+        ),
+    ),
+    StrategyInfo(
+        "AvgShedder",
+        "shedder",
+        "Pulsar AvgShedder (PIP-364), PULSAR.md §5",
+        "pairs the hottest with the coolest brokers after repeated hits; chooses the destination",
+        True,
+        (
+            "loadBalancerAvgShedderLowThreshold",
+            "loadBalancerAvgShedderHighThreshold",
+            "loadBalancerAvgShedderHitCountLowThreshold",
+            "loadBalancerAvgShedderHitCountHighThreshold",
+            "maxUnloadPercentage",
+            "minUnloadMessage",
+            "minUnloadMessageThroughput",
+            *_COMMON,
+        ),
+    ),
+    StrategyInfo(
+        "TransferShedder",
+        "shedder",
+        "Pulsar TransferShedder (extensible load manager), PULSAR.md §6",
+        "transfers top bundles from the most to the least loaded brokers while the std of "
+        "load stays above target",
+        True,
+        (
+            "loadBalancerBrokerLoadTargetStd",
+            "loadBalancerMaxNumberOfBrokerSheddingPerCycle",
+            "loadBalancerSheddingConditionHitCountThreshold",
+            "loadBalanceSheddingDelayInSeconds",
+            "loadBalancerBrokerLoadDataTTLInSeconds",
+            "loadBalancerMaxNumberOfBundlesInBundleLoadReport",
+            "loadBalancerTransferEnabled",
+            "loadBalancerSheddingBundlesWithPoliciesEnabled",
+            "loadBalancerDebugModeEnabled",
+            *_COMMON,
+        ),
+    ),
+    StrategyInfo(
+        "danube",
+        "shedder",
+        "Danube CV rebalancer, DANUBE.md §4–7",
+        "one topic per cycle from an overloaded broker to the least loaded, when CV > threshold",
+        False,
+        (),
+        _DANUBE_WHY,
+    ),
+    StrategyInfo(
+        "LeastLongTermMessageRate",
+        "placement",
+        "Pulsar LeastLongTermMessageRate, PULSAR.md §7.1",
+        "least long-term msg rate of owned + preallocated bundles",
+        True,
+        _FILTERS,
+    ),
+    StrategyInfo(
+        "LeastResourceUsageWithWeight",
+        "placement",
+        "Pulsar LeastResourceUsageWithWeight, PULSAR.md §7.2",
+        "brokers at least the margin below the mean weighted usage (EMA)",
+        True,
+        (
+            "loadBalancerAverageResourceUsageDifferenceThresholdPercentage",
+            "loadBalancerHistoryResourcePercentage",
+            *_WEIGHTS,
+            *_FILTERS,
+        ),
+    ),
+    StrategyInfo(
+        "AvgShedder",
+        "placement",
+        "Pulsar AvgShedder placement, PULSAR.md §5",
+        "the broker AvgShedder chose; the cycle honours it as the unload's destination",
+        False,
+        (),
+        "the cycle honours AvgShedder's destination itself; choose another placement for "
+        "the bundles it did not move",
+    ),
+    *(
+        StrategyInfo(n, "placement", "Danube rankings, DANUBE.md §2–3", "", False, (), _DANUBE_WHY)
+        for n in ("fair", "balanced", "weighted_load")
+    ),
+    StrategyInfo(
+        "range_equally_divide",
+        "split",
+        "Pulsar, PULSAR.md §9.2",
+        "the midpoint of the bundle's range",
+        True,
+        _SPLIT,
+    ),
+    StrategyInfo(
+        "specified_positions_divide",
+        "split",
+        "Pulsar, PULSAR.md §9.2",
+        "at the operator's positions",
+        True,
+        (),
+    ),
+    StrategyInfo(
+        "topic_count_equally_divide",
+        "split",
+        "Pulsar, PULSAR.md §9.2",
+        "halves the bundle's topics",
+        False,
+        (),
+        _TOPIC_WHY,
+    ),
+    StrategyInfo(
+        "flow_or_qps_equally_divide",
+        "split",
+        "Pulsar, PULSAR.md §9.2",
+        "evens msg rate and throughput between the children",
+        False,
+        ("flowOrQpsDifferenceThresholdPercentage",),
+        _TOPIC_WHY,
+    ),
+)
+
+
+def strategy_info(kind: str, name: str) -> StrategyInfo:
+    """The registry entry of ``name`` (any spelling) among ``kind``'s strategies.
+
+    Raises:
+        UnknownStrategy: no such strategy of that kind; the message lists the valid ones.
+    """
+    entries = {i.name: i for i in ENTRIES if i.kind == kind}
+    field_name = "algorithm" if kind == "split" else "strategy"
+    return entries[canonical_name(name, tuple(entries), field_name)]
+
+
+def console_names(kind: str) -> tuple[str, ...]:
+    """The names of ``kind`` that the console's cycle can run, in registry order."""
+    return tuple(i.name for i in ENTRIES if i.kind == kind and i.in_console)
+
+
+def parameter_errors(keys: Mapping[str, object], path: str = "parameters") -> dict[str, str]:
+    """Every problem with ``keys`` (Pulsar reference keys and values), by key: unknown keys,
+    wrong types, values outside the parameter's range. Empty when all are valid."""
+    errors: dict[str, str] = {}
+    for key, value in keys.items():
+        try:
+            PulsarConfig.from_keys({key: value}, path)
+        except BalancerError as exc:
+            errors[key] = exc.message
+            continue
+        info = parameter(key)
+        if info.maximum is not None and isinstance(value, int | float) and value > info.maximum:
+            errors[key] = f"{key} must be at most {info.maximum:g} {info.unit}"
+    return errors

@@ -7,21 +7,20 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 
-from balancer.config import PulsarConfig
-from balancer.errors import BalancerError, UnknownStrategy
-from balancer.placement.selection import SELECTORS
-from balancer.registry import SHEDDERS, get_placement_strategy, get_shedder, get_split_algorithm
+from balancer.errors import BalancerError
+from balancer.registry import console_names, parameter_errors, strategy_info
 from console.models import AuditEvent, BalancerConfig, Broker, Decision, Namespace
 
-# The console balances bundles: Danube's strategies move topics and are for the CLI only.
-CONSOLE_SHEDDERS = tuple(n for n in SHEDDERS if n != "danube")
-CONSOLE_PLACEMENT = tuple(SELECTORS)
 
-
-def _console_only(name: str, allowed: tuple[str, ...], field: str) -> str:
-    if name not in allowed:
-        raise UnknownStrategy(name, available=allowed, field=field)
-    return name
+def _console_strategy(kind: str, name: str) -> str:
+    """The registry's name of a strategy the console can run; why not, otherwise."""
+    info = strategy_info(kind, name)
+    if not info.in_console:
+        raise BalancerError(
+            f"{info.name}: {info.why_not}; the console runs {', '.join(console_names(kind))}",
+            field=kind,
+        )
+    return info.name
 
 
 class BalancerConfigForm(forms.ModelForm):
@@ -42,12 +41,9 @@ class BalancerConfigForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         checks = (
-            ("shedder", lambda v: _console_only(get_shedder(v)[0], CONSOLE_SHEDDERS, "shedder")),
-            (
-                "placement",
-                lambda v: _console_only(get_placement_strategy(v), CONSOLE_PLACEMENT, "placement"),
-            ),
-            ("split_algorithm", lambda v: get_split_algorithm(v)[0]),
+            ("shedder", lambda v: _console_strategy("shedder", v)),
+            ("placement", lambda v: _console_strategy("placement", v)),
+            ("split_algorithm", lambda v: _console_strategy("split", v)),
         )
         for field, canonical in checks:
             try:
@@ -57,10 +53,12 @@ class BalancerConfigForm(forms.ModelForm):
         interval = data.get("loop_interval_s")
         if interval is not None and interval <= 0:
             self.add_error("loop_interval_s", "the loop interval must be more than 0 seconds")
-        try:
-            PulsarConfig.from_keys(data.get("parameters") or {})
-        except BalancerError as exc:
-            self.add_error("parameters", f"{exc.field}: {exc.message}")
+        parameters = data.get("parameters") or {}
+        if not isinstance(parameters, dict):
+            self.add_error("parameters", "parameters are an object of Pulsar keys and values")
+        else:
+            for key, message in parameter_errors(parameters).items():
+                self.add_error("parameters", f"{key}: {message}")
         return data
 
 

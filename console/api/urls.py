@@ -17,5 +17,6 @@ urlpatterns = [
     path("lookup/", viewsets.lookup, name="lookup"),
     path("ownership/", viewsets.ownership, name="ownership"),
     path("rankings/", viewsets.rankings, name="rankings"),
+    path("strategies/", viewsets.strategies, name="strategies"),
     path("", include(router.urls)),
 ]

@@ -14,6 +14,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from balancer.registry import ENTRIES
 from console import selectors
 from console.api.permissions import IsBrokerAgent, IsOperator
 from console.api.serializers import (
@@ -86,6 +87,15 @@ def rankings(request: Request) -> Response:
     """Broker rankings, least loaded first, and the current coefficient of variation."""
     rows = selectors.broker_rankings()
     return Response({"rankings": rows, **selectors.current_imbalance(rows)})
+
+
+@extend_schema(responses=dict)
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def strategies(request: Request) -> Response:
+    """Every shedder, placement and split algorithm: whether the console runs it (and why not),
+    and the parameters it reads with unit, default, range and source."""
+    return Response({"strategies": [entry.as_dict() for entry in ENTRIES]})
 
 
 class UnloadInput(serializers.Serializer):

@@ -27,7 +27,17 @@ def test_config_form_refuses_unknown_strategies_and_keys(db):
     bad = form(shedder="Nope", parameters='{"loadBalancerThresholdTypo": 5}')
     assert not bad.is_valid()
     assert "ThresholdShedder" in bad.errors["shedder"][0]
-    assert "config.loadBalancerThresholdTypo" in bad.errors["parameters"][0]
+    assert bad.errors["parameters"][0].startswith(
+        "loadBalancerThresholdTypo: unknown configuration key"
+    )
+
+
+def test_config_form_checks_each_parameter_against_its_range(db):
+    bad = form(parameters='{"maxUnloadPercentage": 2, "loadBalancerSheddingIntervalMinutes": 1}')
+    assert not bad.is_valid()
+    assert bad.errors["parameters"] == [
+        "maxUnloadPercentage: maxUnloadPercentage must be at most 1 fraction"
+    ]
 
 
 def test_demo_operator_can_edit_the_config_in_the_admin(db, tmp_path, client):

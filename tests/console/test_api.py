@@ -114,3 +114,19 @@ def test_operators_split_through_the_api_with_positions(owned, operator_client):
         f"/api/bundles/{bundle.pk}/split/", {"positions": ["zz"]}, format="json"
     )
     assert bad.status_code in (400, 404)
+
+
+def test_the_registry_is_served_for_the_config_editor(operator_client):
+    body = operator_client.get("/api/strategies/").json()
+    by_name = {(e["kind"], e["name"]): e for e in body["strategies"]}
+    assert by_name[("shedder", "ThresholdShedder")]["inConsole"] is True
+    assert by_name[("shedder", "danube")]["whyNot"]
+    first = by_name[("shedder", "ThresholdShedder")]["parameters"][0]
+    assert first == {
+        "key": "loadBalancerBrokerThresholdShedderPercentage",
+        "unit": "%",
+        "default": 10.0,
+        "minimum": 0.0,
+        "maximum": 100.0,
+        "source": "PULSAR.md §12",
+    }
