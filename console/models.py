@@ -10,6 +10,16 @@ from django.db import models
 from balancer.bundles import Bundle as BundleValue
 from balancer.bundles import BundleRange
 
+# Wire key -> column suffix of Bundle's rate columns.
+RATE_COLUMNS = {
+    "msgRateIn": "msg_rate_in",
+    "msgRateOut": "msg_rate_out",
+    "msgThroughputIn": "throughput_in_bytes_per_s",
+    "msgThroughputOut": "throughput_out_bytes_per_s",
+}
+SHORT_COLUMNS = [f"short_{c}" for c in RATE_COLUMNS.values()]
+LONG_COLUMNS = [f"long_{c}" for c in RATE_COLUMNS.values()]
+
 
 class Cluster(models.Model):
     """A messaging cluster (the demo has one)."""
@@ -97,8 +107,16 @@ class Bundle(models.Model):
         Broker, null=True, blank=True, on_delete=models.SET_NULL, related_name="bundles"
     )
     last_unloaded_at = models.DateTimeField(null=True, blank=True)
-    short_term = models.JSONField(default=dict)  # msgRateIn/Out msg/s, msgThroughputIn/Out bytes/s
-    long_term = models.JSONField(default=dict)
+    # Short- and long-term averages as columns (a snapshot reads a million rows as plain
+    # numbers): msg rates in msg/s, throughputs in bytes/s.
+    short_msg_rate_in = models.FloatField(default=0.0)
+    short_msg_rate_out = models.FloatField(default=0.0)
+    short_throughput_in_bytes_per_s = models.FloatField(default=0.0)
+    short_throughput_out_bytes_per_s = models.FloatField(default=0.0)
+    long_msg_rate_in = models.FloatField(default=0.0)
+    long_msg_rate_out = models.FloatField(default=0.0)
+    long_throughput_in_bytes_per_s = models.FloatField(default=0.0)
+    long_throughput_out_bytes_per_s = models.FloatField(default=0.0)
     samples = models.PositiveIntegerField(default=0)
     topics = models.PositiveIntegerField(default=0)
     producers = models.PositiveIntegerField(default=0)
@@ -124,9 +142,33 @@ class Bundle(models.Model):
     @property
     def throughput_bytes_per_s(self) -> float:
         """Short-term msgThroughputIn + msgThroughputOut."""
-        return float(self.short_term.get("msgThroughputIn", 0)) + float(
-            self.short_term.get("msgThroughputOut", 0)
-        )
+        return self.short_throughput_in_bytes_per_s + self.short_throughput_out_bytes_per_s
+
+    @property
+    def short_term(self) -> dict[str, float]:
+        """The short-term averages as ``{"msgRateIn", "msgRateOut", "msgThroughputIn",
+        "msgThroughputOut"}`` (msg/s, bytes/s)."""
+        return self._rates("short")
+
+    @short_term.setter
+    def short_term(self, rates: dict[str, float]) -> None:
+        self._set_rates("short", rates)
+
+    @property
+    def long_term(self) -> dict[str, float]:
+        """The long-term averages, as ``short_term``."""
+        return self._rates("long")
+
+    @long_term.setter
+    def long_term(self, rates: dict[str, float]) -> None:
+        self._set_rates("long", rates)
+
+    def _rates(self, term: str) -> dict[str, float]:
+        return {key: getattr(self, f"{term}_{column}") for key, column in RATE_COLUMNS.items()}
+
+    def _set_rates(self, term: str, rates: dict[str, float]) -> None:
+        for key, column in RATE_COLUMNS.items():
+            setattr(self, f"{term}_{column}", float(rates.get(key, 0.0)))
 
 
 class LoadReport(models.Model):

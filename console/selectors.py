@@ -14,12 +14,27 @@ from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 from balancer.stats import imbalance
 from balancer.wire import RATE_KEYS
-from console.models import BalancerConfig, Broker, Bundle, Cluster, LoadReport, Namespace
+from console.models import (
+    LONG_COLUMNS,
+    SHORT_COLUMNS,
+    BalancerConfig,
+    Broker,
+    Bundle,
+    Cluster,
+    LoadReport,
+    Namespace,
+)
 
 
 def rates_from_json(doc: dict[str, Any]) -> MessageRates:
     """Stored ``{"msgRateIn": ...}`` -> MessageRates (missing keys are 0)."""
-    return MessageRates(**{attr: float(doc.get(key, 0.0)) for key, attr in RATE_KEYS.items()})
+    get = doc.get
+    return MessageRates(
+        float(get("msgRateIn", 0.0)),
+        float(get("msgRateOut", 0.0)),
+        float(get("msgThroughputIn", 0.0)),
+        float(get("msgThroughputOut", 0.0)),
+    )
 
 
 def rates_to_json(rates: MessageRates) -> dict[str, float]:
@@ -65,33 +80,50 @@ def broker_load_from_report(
 def cluster_snapshot_get(*, now: datetime) -> ClusterSnapshot:
     """Everything a decision may read: brokers' newest reports, bundle loads and owners, the
     namespaces' policies and the recently unloaded bundles (unload time, s since epoch)."""
-    bundles = list(Bundle.objects.select_related("namespace", "owner"))
-    owned: dict[int, list[str]] = {}
-    for bundle in bundles:
-        if bundle.owner_id is not None:
-            owned.setdefault(bundle.owner_id, []).append(bundle.name)
-    brokers = {
-        b.name: broker_load_from_report(b, b.latest_report, tuple(owned.get(b.pk, ())))
-        for b in Broker.objects.select_related("latest_report", "failure_domain")
-    }
-    bundle_loads = {
-        b.name: BundleLoad(
-            name=b.name,
-            owner=b.owner.name if b.owner else None,
-            short_term=rates_from_json(b.short_term),
-            long_term=rates_from_json(b.long_term),
-            topics=b.topics,
-            producers=b.producers,
-            consumers=b.consumers,
+    namespace_rows = list(Namespace.objects.values_list("id", "name", "anti_affinity_group"))
+    namespace_names = {pk: name for pk, name, _ in namespace_rows}
+    broker_rows = list(Broker.objects.select_related("latest_report", "failure_domain"))
+    broker_names = {b.pk: b.name for b in broker_rows}
+    owned: dict[str, list[str]] = {b.name: [] for b in broker_rows}
+    bundle_loads: dict[str, BundleLoad] = {}
+    recently_unloaded: dict[str, float] = {}
+    # Plain rows, not model instances: a million bundles are a million tuples.
+    rows = Bundle.objects.values_list(
+        "namespace_id",
+        "lower",
+        "upper",
+        "owner_id",
+        *SHORT_COLUMNS,
+        *LONG_COLUMNS,
+        "topics",
+        "producers",
+        "consumers",
+        "last_unloaded_at",
+    ).order_by("namespace_id", "lower")
+    for row in rows.iterator(chunk_size=20_000):
+        ns, lower, upper, owner_id = row[:4]
+        name = f"{namespace_names[ns]}/0x{lower:08x}_0x{upper:08x}"
+        owner = broker_names.get(owner_id) if owner_id is not None else None
+        if owner is not None:
+            owned[owner].append(name)
+        bundle_loads[name] = BundleLoad(
+            name,
+            owner,
+            MessageRates(row[4], row[5], row[6], row[7]),
+            MessageRates(row[8], row[9], row[10], row[11]),
+            row[12],
+            row[13],
+            row[14],
         )
-        for b in bundles
+        moved = row[15]
+        if moved is not None:
+            recently_unloaded[name] = moved.timestamp()
+    brokers = {
+        b.name: broker_load_from_report(b, b.latest_report, tuple(owned[b.name]))
+        for b in broker_rows
     }
     namespaces = {
-        ns.name: NamespacePolicy(ns.name, ns.anti_affinity_group or None)
-        for ns in Namespace.objects.all()
-    }
-    recently_unloaded = {
-        b.name: b.last_unloaded_at.timestamp() for b in bundles if b.last_unloaded_at is not None
+        name: NamespacePolicy(name, group or None) for _, name, group in namespace_rows
     }
     return ClusterSnapshot(
         now=now.timestamp(),

@@ -10,7 +10,7 @@ from django.db import transaction
 from balancer.load import LONG_TERM_SAMPLES, SHORT_TERM_SAMPLES, MessageRates, time_average
 from balancer.wire import integer, number, obj, parse_broker, parse_rates
 from console import realtime, selectors
-from console.models import Broker, Bundle, LoadReport
+from console.models import LONG_COLUMNS, SHORT_COLUMNS, Broker, Bundle, LoadReport
 from console.services.errors import ConsoleError
 
 
@@ -106,7 +106,7 @@ def load_report_ingest(doc: Any) -> LoadReport:
             )
             changed.append(bundle)
         Bundle.objects.bulk_update(
-            changed, ["short_term", "long_term", "samples", "topics", "producers", "consumers"]
+            changed, [*SHORT_COLUMNS, *LONG_COLUMNS, "samples", "topics", "producers", "consumers"]
         )
         rows = selectors.broker_rankings()
         realtime.publish(
