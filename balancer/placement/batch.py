@@ -67,34 +67,22 @@ def place_many(
     preallocated: dict[str, str] = dict(state.get("preallocated", {}))
     extra = np.zeros(len(names), dtype=np.float64)
     extra_topics = np.zeros(len(names), dtype=np.int64)
-    # Per namespace: broker position -> bundles owned or preallocated (only counts above 0).
-    counts: dict[str, dict[int, int]] = {}
+    # Per namespace: bundles owned or preallocated by each broker position.
+    counts: dict[str, _Tally] = {}
 
-    def namespace_counts(namespace: str) -> dict[int, int]:
+    nobody = _Tally(np.zeros(0, dtype=np.int64), len(names))  # even distribution off
+
+    def namespace_counts(namespace: str) -> _Tally:
         if namespace not in counts:
-            owners, tallies = np.unique(
-                snapshot.bundle_owner_positions(namespace), return_counts=True
-            )
-            counts[namespace] = dict(zip(owners.tolist(), tallies.tolist(), strict=True))
+            counts[namespace] = _Tally(snapshot.bundle_owner_positions(namespace), len(names))
         return counts[namespace]
-
-    def dense(tally: dict[int, int]) -> np.ndarray:
-        array = np.zeros(len(names), dtype=np.int64)
-        if tally:
-            array[list(tally)] = list(tally.values())
-        return array
 
     def count(bundle: str, broker: int, sign: int) -> None:
         load = snapshot.bundles.get(bundle)
         if load is not None:
             extra_topics[broker] += sign * load.topics
         if load is None or load.owner is None:
-            tally = namespace_counts(namespace_of_bundle(bundle))
-            value = tally.get(broker, 0) + sign
-            if value > 0:
-                tally[broker] = value
-            else:
-                tally.pop(broker, None)
+            namespace_counts(namespace_of_bundle(bundle)).add(broker, sign)
 
     def resum(broker: int) -> None:
         # The one-by-one sum, in the dict's order: exact, not just close.
@@ -142,7 +130,7 @@ def place_many(
         # Brokers whose count of the namespace, without this bundle itself, is 0 although the
         # tally lists them: they hold only this bundle.
         only_this: set[int] = set()
-        tally: dict[int, int] = {}
+        tally = nobody
         if even:
             tally = namespace_counts(namespace)
             own = snapshot.bundles.get(bundle)
@@ -180,7 +168,7 @@ def place_many(
             if not kept.any():
                 kept = allowed
             if even and kept.any():
-                ns_counts = dense(tally)
+                ns_counts = tally.dense()
                 for c in corrections:  # this bundle itself does not count
                     ns_counts[c] -= 1
                 least = ns_counts[kept].min()
@@ -214,6 +202,38 @@ def place_many(
             Placement(bundle, names[chosen], reason, (), (), {names[chosen]: score}, {}, strategy)
         )
     return out, {**state, "preallocated": preallocated}
+
+
+class _Tally:
+    """Bundles of one namespace per broker position, dense (counts may be 0)."""
+
+    __slots__ = ("counts", "positive")
+
+    def __init__(self, owners: np.ndarray, brokers: int) -> None:
+        self.counts = np.bincount(owners, minlength=brokers).astype(np.int64)
+        self.positive = int(np.count_nonzero(self.counts))
+
+    def get(self, broker: int, default: int = 0) -> int:
+        """The count of ``broker`` (``default`` is never needed: absent means 0)."""
+        return int(self.counts[broker])
+
+    def __contains__(self, broker: int) -> bool:
+        return bool(self.counts[broker] > 0)
+
+    def __len__(self) -> int:
+        """Brokers with a positive count."""
+        return self.positive
+
+    def add(self, broker: int, sign: int) -> None:
+        """One more (sign +1) or one fewer (-1) bundle on ``broker``, never below 0."""
+        before = int(self.counts[broker])
+        after = max(0, before + sign)
+        self.counts[broker] = after
+        self.positive += (after > 0) - (before > 0)
+
+    def dense(self) -> np.ndarray:
+        """A copy of the counts."""
+        return self.counts.copy()
 
 
 def _select(mask: np.ndarray, scores: np.ndarray, seed: int) -> tuple[int | None, Reason]:
