@@ -488,19 +488,23 @@ def screen_unloads(
     out = []
     recent = sum(1 for t in snapshot.recently_unloaded.values() if t >= now - 3600)
     planned = 0
+    mean = explain.percent(before.avg_usage)
+    heads: dict[tuple[str, str], str] = {}  # (source, reason) -> the sentence's start
     for unload in unloads:
         veto, why = _veto(unload.bundle, unload.source, snapshot, config, now, recent + planned)
         if veto is None and unload.bundle in moving:
             veto, why = Reason.ALREADY_MOVING, f"{unload.bundle} already moves this cycle"
         if veto is None and unload.source in lost:
             veto, why = Reason.BROKER_LOST, f"{unload.source} is lost; its bundles are re-placed"
-        usage = before.brokers.get(unload.source)
-        said = (
-            f"{strategy} {unload.reason}: {unload.source}"
-            + (f" at {explain.percent(usage)}" if usage is not None else "")
-            + f" (mean {explain.percent(before.avg_usage)}); "
-            + f"{explain.metric(unload.metric, unload.load)}"
-        )
+        key = (unload.source, str(unload.reason))
+        if key not in heads:
+            usage = before.brokers.get(unload.source)
+            heads[key] = (
+                f"{strategy} {unload.reason}: {unload.source}"
+                + (f" at {explain.percent(usage)}" if usage is not None else "")
+                + f" (mean {mean}); "
+            )
+        said = heads[key] + explain.metric(unload.metric, unload.load)
         if unload.destination:
             said += f", to {unload.destination}"
         if veto is not None:
@@ -591,7 +595,7 @@ def _place(
                 chosen[unload.target] = Action(
                     ActionKind.PLACE,
                     unload.target,
-                    None,
+                    unload.source,
                     dest,
                     str(Reason.DESTINATION),
                     f"{unload.strategy} chose {dest} as the destination; it passes the "
@@ -623,16 +627,23 @@ def _place(
         remembered = {k: v for k, v in after.items() if k != "preallocated"}
         for placement in placements:
             prefix = chosen[placement.bundle].explanation if placement.bundle in chosen else ""
-            chosen[placement.bundle] = _place_action(placement, strategy, prefix)
+            action = _place_action(placement, strategy, prefix)
+            source = sources.get(placement.bundle)
+            chosen[placement.bundle] = (
+                action.moved(source, action.destination) if source else action
+            )
     out: list[Action] = []
     for unload in unloads:
         place = chosen.get(unload.target) if unload.is_planned else None
         if place is not None and place.is_planned:
-            out.append(unload.moved(unload.source, place.destination))
+            moved = place.destination != unload.destination
+            out.append(unload.moved(unload.source, place.destination) if moved else unload)
+        elif unload.is_planned and unload.destination is not None:
+            out.append(unload.moved(unload.source, None))
         else:
-            out.append(unload.moved(unload.source, None) if unload.is_planned else unload)
+            out.append(unload)
         if place is not None:
-            out.append(place.moved(unload.source, place.destination))
+            out.append(place)
     out += [chosen[b] for b in unowned]
     return out, remembered
 
