@@ -7,6 +7,8 @@ decides *when* it runs and hands the plan to ``plan_apply``.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import uuid
 from datetime import datetime, timedelta
 
@@ -80,7 +82,8 @@ def shedding_tick_run(
     now = now or timezone.now()
     config = selectors.balancer_config_get()
     ttl = lease_ttl_s if lease_ttl_s is not None else max(config.loop_interval_s, 5.0)
-    token = uuid.uuid4().hex
+    # Who holds the lease, for operators reading TickLock: host, process and a unique token.
+    token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
     if not lease_claim(TICK_LOCK, token, now, ttl):
         log.info("another shedding tick holds the lease; skipped")
         return None
