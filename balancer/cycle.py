@@ -40,13 +40,16 @@ import numpy as np
 from balancer import explain
 from balancer.bundles import namespace_of_bundle, parse_bundle_name
 from balancer.config import PulsarConfig
+from balancer.danube.bundles import bundle_view
+from balancer.danube.config import DanubeConfig
+from balancer.danube.placement import place as danube_place
 from balancer.decisions import METRIC_UNITS, Placement, Reason, SheddingDecision, Unload
 from balancer.errors import BalancerError, ImpossibleSplit
 from balancer.hashing import format_hash
 from balancer.load import ResourceWeights
 from balancer.placement.batch import place_many
 from balancer.placement.place import filter_candidates
-from balancer.registry import console_names, get_split_algorithm, strategy_info
+from balancer.registry import DANUBE_PLACEMENT, console_names, get_split_algorithm, strategy_info
 from balancer.safety import SafetyConfig, matching_pattern
 from balancer.shedding.guarded import shed_guarded
 from balancer.snapshot import ClusterSnapshot, percent_float32
@@ -61,6 +64,7 @@ RANGE_ONLY_SPLITS: Final = console_names("split")
 PLACEMENT_METRICS: Final = {
     "LeastLongTermMessageRate": "longTermMsgRate",
     "LeastResourceUsageWithWeight": "weightedUsage",
+    **dict.fromkeys(DANUBE_PLACEMENT, "rankingScore"),
 }
 
 
@@ -89,6 +93,7 @@ class CycleConfig:
     Attributes:
         strategies: shedder, placement and split algorithm names.
         pulsar: Pulsar's tunables in core units (also read by placement and split detection).
+        danube: Danube's settings, read by the ``danube`` shedder and Danube's placements.
         safety: Fulcrum's own limits (cool-down, move rate, blacklist, broker timeout, auto-split).
         is_shedding_enabled: False skips step 2 (the life cycle, placement and splits still run).
         is_destination_honoured: False re-places every unloaded bundle with the configured
@@ -101,6 +106,7 @@ class CycleConfig:
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     is_shedding_enabled: bool = True
     is_destination_honoured: bool = True
+    danube: DanubeConfig = field(default_factory=DanubeConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,11 +358,13 @@ def plan_cycle(
     elif len(serving) < 2:
         shed_reason = str(Reason.NOT_ENOUGH_BROKERS)
     else:
-        # Lost brokers have left, as in Pulsar where their registration is gone.
+        # Lost brokers have left, as in Pulsar where their registration is gone. Danube reads
+        # its topics: the bundles, in the adaptation of balancer.danube.bundles.
+        danube = shedder_name == "danube"
         decision = shed_guarded(
             shedder_name,
-            snapshot.without_brokers(lost),
-            config.pulsar,
+            bundle_view(snapshot, lost) if danube else snapshot.without_brokers(lost),
+            config.danube if danube else config.pulsar,
             dict(state.get(shedder_name, {})),
             serving,
         )
@@ -614,7 +622,11 @@ def _place(
     unowned = [b for b in snapshot.unowned if b not in sources]
     batch = to_place + unowned
     remembered = {k: v for k, v in placement_state.items() if k != "preallocated"}
-    if batch:
+    if batch and strategy in DANUBE_PLACEMENT:
+        placements, after = _danube_placements(
+            snapshot, config, remembered, batch, serving, sources, strategy
+        )
+    elif batch:
         placements, after = place_many(
             snapshot,
             batch,
@@ -624,6 +636,7 @@ def _place(
             candidates=serving,
             sources=sources,
         )
+    if batch:
         remembered = {k: v for k, v in after.items() if k != "preallocated"}
         for placement in placements:
             prefix = chosen[placement.bundle].explanation if placement.bundle in chosen else ""
@@ -638,10 +651,9 @@ def _place(
         if place is not None and place.is_planned:
             moved = place.destination != unload.destination
             out.append(unload.moved(unload.source, place.destination) if moved else unload)
-        elif unload.is_planned and unload.destination is not None:
-            out.append(unload.moved(unload.source, None))
-        else:
-            out.append(unload)
+        else:  # not placed this cycle: no destination to show
+            keep = not unload.is_planned or unload.destination is None
+            out.append(unload if keep else unload.moved(unload.source, None))
         if place is not None:
             out.append(place)
     out += [chosen[b] for b in unowned]
@@ -710,6 +722,31 @@ class _DestinationCheck:
             f"the even_distribution filter ({Reason.NOT_LEAST_BUNDLES}: {dest} owns {mine} "
             f"bundles of {namespace}, the least is {least})"
         )
+
+
+def _danube_placements(
+    snapshot: ClusterSnapshot,
+    config: CycleConfig,
+    state: dict[str, Any],
+    bundles: list[str],
+    serving: list[str],
+    sources: Mapping[str, str],
+    strategy: str,
+) -> tuple[list[Placement], dict[str, Any]]:
+    """Danube's assignment for bundles, one after the other: round-robin among the brokers
+    within 10 % of the least ranking score; an unloaded bundle goes, as Danube sends an unloaded
+    topic, to the first active broker of the rankings other than the one it left."""
+    serving_set = set(serving)
+    view = bundle_view(snapshot, [n for n in snapshot.brokers if n not in serving_set])
+    danube = replace(config.danube, assignment_strategy=strategy)
+    out = []
+    for bundle in bundles:
+        source = sources.get(bundle)
+        hint = {"reason": "unload", "fromBroker": source} if source else None
+        placement = danube_place(view, bundle, danube, state, hint)
+        state = placement.state
+        out.append(replace(placement, strategy=strategy))
+    return out, state
 
 
 def _placeholder(bundle: str) -> Action:

@@ -57,6 +57,7 @@ METRIC_UNITS: dict[str, str] = {
     "topicLoad": "score",
     "longTermMsgRate": "msg/s",
     "weightedUsage": "fraction",
+    "rankingScore": "score",
 }
 
 

@@ -50,5 +50,6 @@ def metric(name: str, value: float) -> str:
         "topicLoad": "topic load score",
         "longTermMsgRate": "long-term msg rate",
         "weightedUsage": "weighted usage",
+        "rankingScore": "Danube ranking score",
     }
     return f"{words.get(name, name)} {quantity(value, METRIC_UNITS.get(name, ''))}"

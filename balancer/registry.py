@@ -10,6 +10,7 @@ from typing import Any, Final, TypeVar
 from balancer.bundles import BundleRange
 from balancer.config import MAY_BE_NEGATIVE, PULSAR_KEYS, PulsarConfig
 from balancer.danube import rebalance
+from balancer.danube.config import KEYS as DANUBE_KEYS
 from balancer.danube.config import DanubeConfig
 from balancer.decisions import SheddingDecision
 from balancer.errors import BalancerError, UnknownStrategy
@@ -162,12 +163,47 @@ _FRACTIONS: Final = frozenset({"loadBalancerHistoryResourcePercentage", "maxUnlo
 _SECTION: Final = "PULSAR.md §12"
 
 
+_DANUBE_UNITS: Final[Mapping[str, str]] = {
+    "enabled": "true/false",
+    "aggressiveness": "name",
+    "cv_threshold": "fraction",
+    "check_interval_seconds": "s",
+    "max_moves_per_hour": "count",
+    "cooldown_seconds": "s",
+    "min_brokers_for_rebalance": "count",
+    "min_topic_age_seconds": "s",
+    "blacklist_topics": "patterns",
+    "assignment_strategy": "name",
+    "seed": "count",
+}
+
+
+def _danube_parameter(key: str) -> Parameter:
+    name, _ = DANUBE_KEYS[key]
+    default = getattr(DanubeConfig(), name)
+    if isinstance(default, tuple):
+        default = ",".join(default)
+    unit = _DANUBE_UNITS[key]
+    numeric = unit in ("fraction", "s", "count")
+    return Parameter(
+        key,
+        unit,
+        default,
+        0.0 if numeric else None,
+        1.0 if unit == "fraction" else None,
+        "DANUBE.md §6 (balanced preset)",
+    )
+
+
 def parameter(key: str) -> Parameter:
-    """The description of one Pulsar key (PULSAR.md §12), derived from PulsarConfig.
+    """The description of one reference key: Pulsar's (PULSAR.md §12, from PulsarConfig) or
+    Danube's (DANUBE.md §6, from DanubeConfig; defaults of the balanced preset).
 
     Raises:
-        KeyError: not a Pulsar key.
+        KeyError: not a known key.
     """
+    if key not in PULSAR_KEYS:
+        return _danube_parameter(key)
     name, convert = PULSAR_KEYS[key]
     default = getattr(PulsarConfig(), name)
     unit = _UNITS.get(key)
@@ -215,8 +251,16 @@ _SPLIT: Final = (
     "loadBalancerNamespaceBundleMaxBandwidthMbytes",
     "loadBalancerNamespaceMaximumBundles",
 )
-_DANUBE_WHY: Final = (
-    "Danube's strategies move topics; the console's cycle moves bundles (command line only)"
+_DANUBE_KEYS: Final = (
+    "aggressiveness",
+    "cv_threshold",
+    "check_interval_seconds",
+    "max_moves_per_hour",
+    "cooldown_seconds",
+    "min_brokers_for_rebalance",
+    "min_topic_age_seconds",
+    "blacklist_topics",
+    "enabled",
 )
 _TOPIC_WHY: Final = (
     "needs per-topic hashes and rates, which load reports do not carry (command line only)"
@@ -306,11 +350,11 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
     StrategyInfo(
         "danube",
         "shedder",
-        "Danube CV rebalancer, DANUBE.md §4–7",
-        "one topic per cycle from an overloaded broker to the least loaded, when CV > threshold",
-        False,
-        (),
-        _DANUBE_WHY,
+        "Danube CV rebalancer, DANUBE.md §4–7 (bundles as its topics)",
+        "one bundle per cycle from an overloaded broker to the least loaded, when the CV of the "
+        "brokers' ranking scores exceeds the preset's threshold",
+        True,
+        _DANUBE_KEYS,
     ),
     StrategyInfo(
         "LeastLongTermMessageRate",
@@ -344,7 +388,14 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         "the bundles it did not move",
     ),
     *(
-        StrategyInfo(n, "placement", "Danube rankings, DANUBE.md §2–3", "", False, (), _DANUBE_WHY)
+        StrategyInfo(
+            n,
+            "placement",
+            "Danube rankings, DANUBE.md §2–3 (bundles as its topics)",
+            "round-robin among the active brokers within 10 % of the least ranking score",
+            True,
+            ("assignment_strategy",),
+        )
         for n in ("fair", "balanced", "weighted_load")
     ),
     StrategyInfo(
@@ -400,13 +451,23 @@ def console_names(kind: str) -> tuple[str, ...]:
     return tuple(i.name for i in ENTRIES if i.kind == kind and i.in_console)
 
 
+def split_keys(keys: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(Pulsar keys, Danube keys) of one configuration that may hold both families; a key
+    neither knows stays with Pulsar's, whose parser names it as unknown."""
+    danube = {k: v for k, v in keys.items() if k in DANUBE_KEYS and k not in PULSAR_KEYS}
+    return {k: v for k, v in keys.items() if k not in danube}, danube
+
+
 def parameter_errors(keys: Mapping[str, object], path: str = "parameters") -> dict[str, str]:
-    """Every problem with ``keys`` (Pulsar reference keys and values), by key: unknown keys,
-    wrong types, values outside the parameter's range. Empty when all are valid."""
+    """Every problem with ``keys`` (Pulsar or Danube reference keys and values), by key: unknown
+    keys, wrong types, values outside the parameter's range. Empty when all are valid."""
     errors: dict[str, str] = {}
     for key, value in keys.items():
         try:
-            PulsarConfig.from_keys({key: value}, path)
+            if key in DANUBE_KEYS and key not in PULSAR_KEYS:
+                DanubeConfig.from_keys({key: value}, path)
+            else:
+                PulsarConfig.from_keys({key: value}, path)
         except BalancerError as exc:
             errors[key] = exc.message
             continue

@@ -13,8 +13,10 @@ from typing import Any, Final
 
 from balancer.config import PulsarConfig
 from balancer.cycle import CycleConfig, Strategies
+from balancer.danube.config import DanubeConfig
 from balancer.errors import BalancerError
 from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage, TopicStats
+from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 
@@ -287,7 +289,8 @@ def parse_safety(value: Any, path: str = "safety") -> SafetyConfig:
 
 
 def parse_cycle_config(doc: Mapping[str, Any]) -> CycleConfig:
-    """The configuration of ``cycle``: ``strategies``, ``config`` (Pulsar keys) and ``safety``.
+    """The configuration of ``cycle``: ``strategies``, ``config`` (Pulsar keys, and Danube keys for
+    Danube's strategies) and ``safety``.
 
     Raises:
         BalancerError: an unknown key or strategy, a value of the wrong type (``field`` names it).
@@ -301,10 +304,12 @@ def parse_cycle_config(doc: Mapping[str, Any]) -> CycleConfig:
                 field=at("strategies", key),
             )
         names[STRATEGY_KEYS[key]] = text(strategies, key, "strategies")
+    pulsar, danube = split_keys(obj(doc.get("config", {}), "config"))
     return CycleConfig(
         strategies=Strategies(**names),
-        pulsar=PulsarConfig.from_keys(obj(doc.get("config", {}), "config")),
+        pulsar=PulsarConfig.from_keys(pulsar),
         safety=parse_safety(doc.get("safety", {})),
+        danube=DanubeConfig.from_keys(danube),
     )
 
 

@@ -9,7 +9,9 @@ from django.conf import settings
 
 from balancer.config import PulsarConfig
 from balancer.cycle import CycleConfig, Strategies
+from balancer.danube.config import DanubeConfig
 from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage
+from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 from balancer.stats import imbalance
@@ -122,9 +124,7 @@ def cluster_snapshot_get(*, now: datetime) -> ClusterSnapshot:
         b.name: broker_load_from_report(b, b.latest_report, tuple(owned[b.name]))
         for b in broker_rows
     }
-    namespaces = {
-        name: NamespacePolicy(name, group or None) for _, name, group in namespace_rows
-    }
+    namespaces = {name: NamespacePolicy(name, group or None) for _, name, group in namespace_rows}
     return ClusterSnapshot(
         now=now.timestamp(),
         brokers=brokers,
@@ -144,16 +144,19 @@ def balancer_config_get() -> BalancerConfig:
 def pulsar_config_get(config: BalancerConfig | None = None) -> PulsarConfig:
     """The stored parameters as the balancer's frozen config."""
     config = config or balancer_config_get()
-    return PulsarConfig.from_keys(config.parameters)
+    pulsar, _ = split_keys(config.parameters)
+    return PulsarConfig.from_keys(pulsar)
 
 
 def cycle_config_get(config: BalancerConfig | None = None) -> CycleConfig:
     """The cycle's whole configuration: the stored strategies and Pulsar parameters, and
     Fulcrum's safety limits from the settings (FULCRUM_BUNDLE_COOL_DOWN_S, ...)."""
     config = config or balancer_config_get()
+    _, danube = split_keys(config.parameters)
     return CycleConfig(
         strategies=Strategies(config.shedder, config.placement, config.split_algorithm),
         pulsar=pulsar_config_get(config),
+        danube=DanubeConfig.from_keys(danube),
         safety=SafetyConfig(
             bundle_cool_down_s=settings.FULCRUM_BUNDLE_COOL_DOWN_S,
             max_moves_per_hour=settings.FULCRUM_MAX_MOVES_PER_HOUR,

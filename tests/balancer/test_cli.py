@@ -375,7 +375,8 @@ def test_cycle_runs_the_whole_cycle_and_explains_every_action():
         ({"safety": {"blacklist": [""]}}, "safety.blacklist[0]"),
         ({"safety": {"autoSplit": "yes"}}, "safety.autoSplit"),
         ({"strategies": {"shedderName": "x"}}, "strategies.shedderName"),
-        ({"strategies": {"shedder": "danube"}}, "strategies.shedder"),
+        ({"strategies": {"placement": "AvgShedder"}}, "strategies.placement"),
+        ({"config": {"aggressiveness": "wild"}}, "config.aggressiveness"),
         ({"strategies": {"shedder": "Nope"}}, "strategy"),
         (
             {"config": {"loadBalancerSheddingIntervalMinute": 1}},
@@ -407,3 +408,26 @@ def test_shed_applies_pulsars_anti_affinity_unload_guard():
     assert out["unloads"] == []
     assert out["reason"] == "AntiAffinity"
     assert {s["reason"] for s in out["skipped"]} == {"AntiAffinity"}
+
+
+def test_cycle_runs_danube_on_bundles_with_danube_keys():
+    doc = {
+        **SNAPSHOT,
+        "config": {
+            "aggressiveness": "aggressive",
+            "min_topic_age_seconds": 0,
+            "loadBalancerSheddingGracePeriodMinutes": 0,
+        },
+        "strategies": {"shedder": "danube", "placement": "balanced"},
+        "safety": {"coolDownSeconds": 0},
+    }
+    code, out, _ = run(["cycle"], doc)
+    assert code == 0
+    assert out["strategy"] == "danube"
+    assert out["shedding"]["stats"]["threshold"] == 0.2  # the aggressive preset
+    unloads = [a for a in out["actions"] if a["kind"] == "unload"]
+    assert len(unloads) == 1  # Danube: one move per cycle
+    assert unloads[0]["metric"]["unit"] == "score"
+    assert unloads[0]["source"] == "broker-1"
+    placed = [a for a in out["actions"] if a["kind"] == "place"]
+    assert all(a["destination"] for a in placed)

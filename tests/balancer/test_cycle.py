@@ -247,14 +247,12 @@ def test_auto_split_leaves_a_bundle_that_moves_this_cycle_and_counts_topics():
     assert plan.actions[-1].explanation.startswith("auto-split: Topics 5000 above the limit 1000")
 
 
-def test_the_cycle_refuses_strategies_that_move_topics():
+def test_the_cycle_refuses_what_it_cannot_run_and_says_why():
     snap = scenarios.one_hot_broker()
     with pytest.raises(BalancerError) as err:
-        plan_cycle(snap, config("danube"), {})
-    assert err.value.field == "strategies.shedder"
-    with pytest.raises(BalancerError) as err:
-        plan_cycle(snap, config(placement="fair"), {})
+        plan_cycle(snap, config(placement="AvgShedder"), {})
     assert err.value.field == "strategies.placement"
+    assert "honours AvgShedder's destination itself" in err.value.message
     with pytest.raises(UnknownStrategy):
         plan_cycle(snap, config("Nope"), {})
 
@@ -509,3 +507,36 @@ def test_the_destination_shortcut_decides_as_the_filters(owners, dest, evenly, t
     check = _DestinationCheck(snap, pulsar, serving, names[:1])
     kept, _, _ = filter_candidates(snap, names[0], pulsar, {}, [n for n in serving if n != source])
     assert (check.refusal(names[0], dest, source, {}) is None) == (dest in kept)
+
+
+def test_danube_rebalances_bundles_as_its_topics_and_places_them_round_robin():
+    from balancer.danube.config import DanubeConfig
+
+    snap = scenarios.one_hot_broker()
+    danube = DanubeConfig.from_keys({"aggressiveness": "aggressive", "min_topic_age_seconds": 0})
+    cycle_config = replace(
+        config("danube", placement="fair"),
+        danube=danube,
+        strategies=Strategies("danube", "fair"),
+    )
+    plan = plan_cycle(snap, cycle_config, {})
+    (unload,) = plan.planned(ActionKind.UNLOAD)
+    assert unload.source == "b1"
+    assert unload.metric.unit == "score"
+    assert "topic load score" in unload.explanation
+    place = plan.actions[plan.actions.index(unload) + 1]
+    assert place.reason == "StrategyDestination"  # Danube's target passes Pulsar's filters
+    assert place.destination == unload.destination
+    assert place.destination in {"b2", "b3"}
+    assert plan.state["danube"]["moves"][0]["topic"] == unload.target
+    # The next cycle is within Danube's cooldown: nothing moves.
+    again = plan_cycle(snap, cycle_config, plan.state)
+    assert again.reason == "CoolDown"
+    # Placement of a lost broker's bundles: Danube's rankings, never the broker they left.
+    lost = scenarios.broker_loss()
+    fair = replace(config(placement="fair"), strategies=Strategies(placement="fair"))
+    placed = plan_cycle(lost, fair, {})
+    moves = placed.planned(ActionKind.PLACE)
+    assert moves
+    assert all(a.destination in {"b1", "b3"} for a in moves)
+    assert all(a.metric.unit == "score" for a in moves)

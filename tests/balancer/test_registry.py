@@ -98,6 +98,11 @@ def test_parameter_errors_name_each_bad_key():
     assert set(errors) == {"maxUnloadPercentage", "loadManagerClassName", "x"}
     assert parameter_errors({"loadBalancerBrokerThresholdShedderPercentage": 100}) == {}
     assert parameter_errors({"loadBalancerTransferEnabled": True, "seed": 1}) == {}
+    assert parameter_errors({"aggressiveness": "aggressive", "cv_threshold": 0.5}) == {}
+    assert set(parameter_errors({"aggressiveness": "wild", "cv_threshold": 3})) == {
+        "aggressiveness",
+        "cv_threshold",
+    }
 
 
 def test_the_registry_says_what_the_console_runs_and_why_not():
@@ -107,11 +112,24 @@ def test_the_registry_says_what_the_console_runs_and_why_not():
         "UniformLoadShedder",
         "AvgShedder",
         "TransferShedder",
+        "danube",
     )
     assert console_names("split") == ("range_equally_divide", "specified_positions_divide")
     danube = strategy_info("shedder", "danube")
-    assert not danube.in_console
-    assert "topics" in danube.why_not
+    assert danube.in_console
+    assert danube.as_dict()["parameters"][0] == {
+        "key": "aggressiveness",
+        "unit": "name",
+        "default": "balanced",
+        "minimum": None,
+        "maximum": None,
+        "source": "DANUBE.md §6 (balanced preset)",
+    }
+    assert parameter("cv_threshold").maximum == 1.0
+    assert parameter("blacklist_topics").default == ""
+    topics = strategy_info("split", "topic_count_equally_divide")
+    assert not topics.in_console
+    assert "per-topic" in topics.why_not
     assert strategy_info("placement", "avg_shedder").kind == "placement"
     doc = strategy_info("shedder", "threshold_shedder").as_dict()
     assert doc["inConsole"] is True

@@ -50,11 +50,13 @@ def test_demo_operator_can_edit_the_config_in_the_admin(db, tmp_path, client):
     assert client.get("/admin/console/decision/").status_code == 403
 
 
-def test_console_refuses_topic_level_danube_strategies(db):
-    bad = form(shedder="danube", placement="fair")
+def test_console_runs_danube_on_bundles_and_refuses_what_it_cannot_run(db):
+    danube = form(shedder="danube", placement="fair", parameters='{"aggressiveness": "aggressive"}')
+    assert danube.is_valid(), danube.errors
+    bad = form(placement="AvgShedder", split_algorithm="flow_or_qps_equally_divide")
     assert not bad.is_valid()
-    assert "ThresholdShedder" in bad.errors["shedder"][0]
     assert "LeastLongTermMessageRate" in bad.errors["placement"][0]
+    assert "per-topic hashes" in bad.errors["split_algorithm"][0]
 
 
 def test_loop_interval_must_be_positive(db):

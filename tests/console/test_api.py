@@ -120,7 +120,8 @@ def test_the_registry_is_served_for_the_config_editor(operator_client):
     body = operator_client.get("/api/strategies/").json()
     by_name = {(e["kind"], e["name"]): e for e in body["strategies"]}
     assert by_name[("shedder", "ThresholdShedder")]["inConsole"] is True
-    assert by_name[("shedder", "danube")]["whyNot"]
+    assert by_name[("split", "topic_count_equally_divide")]["whyNot"]
+    assert by_name[("shedder", "danube")]["inConsole"] is True
     first = by_name[("shedder", "ThresholdShedder")]["parameters"][0]
     assert first == {
         "key": "loadBalancerBrokerThresholdShedderPercentage",
