@@ -1202,13 +1202,19 @@ def plan_drain(
     draining = ClusterSnapshot(
         snapshot.now, brokers, snapshot.bundles, snapshot.namespaces, snapshot.recently_unloaded
     )
-    unloads = _life_cycle_unloads(draining, [], {broker}, now, config.safety)
+    # Only this broker's bundles: other draining brokers move at the next cycle.
+    unloads = [
+        u
+        for u in _life_cycle_unloads(draining, [], {broker}, now, config.safety)
+        if u.source == broker
+    ]
     placement = _cycle_placement(config.strategies.placement)
     actions, remembered = _place(
         draining, config, dict(state.get(placement, {})), unloads, serving, placement
     )
-    actions = [a for a in actions if a.kind != ActionKind.PLACE or a.source == broker]
-    actions = [change, *actions, *_drained(draining, actions, [])]
+    actions = [a for a in actions if a.source == broker]
+    drained = [a for a in _drained(draining, actions, []) if a.target == broker]
+    actions = [change, *actions, *drained]
     out_state = {**state, placement: remembered} if remembered else dict(state)
     return _operator_plan(draining, config, out_state, actions, serving)
 

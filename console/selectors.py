@@ -76,6 +76,8 @@ def broker_load_from_report(
         bundles=bundles,
         topics=report.topic_count,
         reported_at=reported_at,
+        # The report's time is also Pulsar's BrokerLoadData.updatedAt (TransferShedder's TTL).
+        updated_at=reported_at,
     )
 
 

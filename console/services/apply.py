@@ -135,17 +135,23 @@ def plan_apply(
                 unload = pending_moves.pop(action.target, None)
                 events.append(_move_event(plan, decision, now, actor, unload, action))
             elif action.kind == ActionKind.SPLIT:
-                if row is None or (row.owner.name if row.owner else None) != action.source:
+                event = None
+                if row is not None:
+                    event = _split(plan, decision, row, action, now, actor, brokers)
+                if event is None:
                     _stale(action, row, refuse_stale, stale, skipped)
                     continue
-                events.append(_split(plan, decision, row, action, now, actor))
+                events.append(event)
             elif action.kind == ActionKind.BROKER_STATE:
                 broker = brokers.get(action.target)
-                if broker is None:
-                    _stale(action, None, refuse_stale, stale, skipped)
+                # Compare-and-set on the state the plan saw: an operator's activation made
+                # after the snapshot is never overwritten by a tick's "drained".
+                changed = broker is not None and Broker.objects.filter(
+                    pk=broker.pk, state=action.source
+                ).update(state=action.destination)
+                if not changed:
+                    _stale_state(action, broker, refuse_stale, stale)
                     continue
-                broker.state = action.destination or broker.state
-                broker.save(update_fields=["state"])
                 events.append(
                     AuditEvent(
                         at=now,
@@ -227,6 +233,19 @@ def _stale(
     skipped.add(action.target)
 
 
+def _stale_state(
+    action: Action, broker: Broker | None, refuse: bool, stale: list[dict[str, Any]]
+) -> None:
+    now_state = "it no longer exists" if broker is None else "its state changed"
+    if broker is not None:
+        broker.refresh_from_db(fields=["state"])
+        now_state = f"its state is now {broker.state}"
+    message = f"broker {action.target} was {action.source} when the plan was made; {now_state}"
+    if refuse:
+        raise ConsoleError(message, status=409, field="broker", reason="StalePlan")
+    stale.append({"kind": str(action.kind), "target": action.target, "reason": message})
+
+
 def _move_event(
     plan: CyclePlan,
     decision: Decision,
@@ -273,9 +292,11 @@ def _split(
     action: Action,
     now: datetime,
     actor: User | None,
-) -> AuditEvent:
-    """Replace the bundle by its children (unowned, in their grace period), checking that the
-    namespace's bundles still partition its hash space."""
+    brokers: dict[str, Broker],
+) -> AuditEvent | None:
+    """Replace the bundle by its children (unowned, in their grace period) if it still has the
+    owner the plan saw (a conditional delete) and the namespace's bundles still partition its
+    hash space; None, writing nothing, otherwise."""
     namespace: Namespace = row.namespace
     current = list(namespace.bundles.order_by("lower"))
     boundaries = [r.lower for r in current] + [current[-1].upper]
@@ -283,10 +304,17 @@ def _split(
         bundle_ops.split_boundaries(
             boundaries, bundle_ops.BundleRange(row.lower, row.upper), list(action.boundaries)
         )
-    except BalancerError as exc:
-        raise ConsoleError(exc.message, status=409, field="bundle") from None
+    except BalancerError:
+        return None
     points = [row.lower, *action.boundaries, row.upper]
-    row.delete()
+    owner = brokers.get(action.source or "")
+    rows = Bundle.objects.filter(pk=row.pk)
+    rows = rows.filter(owner_id__isnull=True) if owner is None else rows.filter(owner_id=owner.pk)
+    if action.source and owner is None:
+        return None
+    deleted, _ = rows.delete()
+    if not deleted:
+        return None
     Bundle.objects.bulk_create(
         [
             Bundle(namespace=namespace, lower=a, upper=b, last_unloaded_at=now)

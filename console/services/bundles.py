@@ -33,8 +33,12 @@ def _bundle(name: str) -> Bundle:
     return rows[name]
 
 
-def _check_expected(row: Bundle, expected_owner: str | None) -> None:
-    current = row.owner.name if row.owner else None
+def _check_expected(row: Bundle, expected_owner: str | None, planned: str | None = None) -> None:
+    """409 when the bundle's owner (now, or as the plan saw it) is not the one the operator saw.
+
+    The plan's compare-and-set then uses that same owner, so a move made by someone else between
+    the operator's look and the write is never repeated."""
+    current = planned if planned is not None else (row.owner.name if row.owner else None)
     if expected_owner is not None and expected_owner != (current or ""):
         raise ConsoleError(
             f"{row.name} is owned by {current or 'nobody'}, not {expected_owner}: "
@@ -137,10 +141,11 @@ def bundle_unload(
         now=now.timestamp(),
     )
     _refuse_vetoed(plan)
+    unload = plan.planned(ActionKind.UNLOAD)[0]
+    _check_expected(row, expected_owner, unload.source or "")
     decision = plan_apply(
         plan, now=now, actor=actor, kind=Decision.Kind.OPERATOR, refuse_stale=True
     )
-    unload = plan.planned(ActionKind.UNLOAD)[0]
     place = next(iter(plan.planned(ActionKind.PLACE)), None)
     event = decision.auditevent_set.order_by("id").first()
     return {
@@ -189,8 +194,9 @@ def bundle_split(
     except BalancerError as exc:
         raise ConsoleError(exc.message, field=exc.field or "positions") from None
     _refuse_vetoed(plan)
-    plan_apply(plan, now=now, actor=actor, kind=Decision.Kind.OPERATOR, refuse_stale=True)
     split = plan.planned(ActionKind.SPLIT)[0]
+    _check_expected(row, expected_owner, split.source or "")
+    plan_apply(plan, now=now, actor=actor, kind=Decision.Kind.OPERATOR, refuse_stale=True)
     return {
         "bundle": row.name,
         "boundaries": [format_hash(c) for c in split.boundaries],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 import uuid
 from datetime import datetime, timedelta
 
@@ -37,10 +38,10 @@ def lease_claim(name: str, token: str, now: datetime, ttl_s: float) -> bool:
 
 
 def lease_renew(name: str, token: str, now: datetime, ttl_s: float) -> bool:
-    """Extend the lease while its holder still holds it; False when it was lost (expired and
-    taken by another tick)."""
+    """Extend the lease to ``now + ttl_s`` if ``token`` holds it and it has not expired by
+    ``now``; False when it was lost (expired, perhaps taken by another tick)."""
     return bool(
-        TickLock.objects.filter(name=name, holder=token).update(
+        TickLock.objects.filter(name=name, holder=token, locked_until__gte=now).update(
             locked_until=now + timedelta(seconds=ttl_s)
         )
     )
@@ -84,6 +85,7 @@ def shedding_tick_run(
     ttl = lease_ttl_s if lease_ttl_s is not None else max(config.loop_interval_s, 5.0)
     # Who holds the lease, for operators reading TickLock: host, process and a unique token.
     token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    started = time.monotonic()
     if not lease_claim(TICK_LOCK, token, now, ttl):
         log.info("another shedding tick holds the lease; skipped")
         return None
@@ -95,7 +97,9 @@ def shedding_tick_run(
         plan = plan_cycle(
             snapshot, selectors.cycle_config_get(config), config.state, now.timestamp()
         )
-        if not lease_renew(TICK_LOCK, token, now, ttl):
+        # Renewed at the time the planning took (the clock moved on since ``now``).
+        renewed_at = now + timedelta(seconds=time.monotonic() - started)
+        if not lease_renew(TICK_LOCK, token, renewed_at, ttl):
             log.warning("the shedding lease expired before the plan was applied; dropped")
             return None
         with transaction.atomic():

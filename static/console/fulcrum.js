@@ -100,7 +100,8 @@ const Fulcrum = (() => {
         result.className = "result";
         result.textContent = `Unloading ${name}…`;
         try {
-          const body = await post(`/api/bundles/${button.dataset.id}/unload/`, {expected_owner: owner});
+          const body = await post(`/api/bundles/${button.dataset.id}/unload/`,
+            owner === "unassigned" ? {} : {expected_owner: owner});
           result.textContent = `Unloaded ${body.bundle} from ${body.source}; now on ${body.destination || "nobody"}. ${body.explanation}`;
         } catch (err) {
           result.className = "result error";

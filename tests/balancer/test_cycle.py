@@ -540,3 +540,19 @@ def test_danube_rebalances_bundles_as_its_topics_and_places_them_round_robin():
     assert moves
     assert all(a.destination in {"b1", "b3"} for a in moves)
     assert all(a.metric.unit == "score" for a in moves)
+
+
+def test_draining_one_broker_plans_only_its_own_bundles():
+    snap = scenarios.broker_loss()  # b1, b2 (two bundles), b3
+    brokers = {
+        **snap.brokers,
+        "b3": replace(snap.brokers["b3"], state="draining"),
+        "b2": replace(snap.brokers["b2"], reported_at=NOW),
+    }
+    unowned = {**snap.bundles, "t/u/0x00000000_0xffffffff": BundleLoad("t/u/0x00000000_0xffffffff")}
+    snap = ClusterSnapshot(NOW, brokers, unowned)
+    plan = plan_drain(snap, config(), {}, "b2")
+    moved = [a for a in plan.actions if a.kind in (ActionKind.UNLOAD, ActionKind.PLACE)]
+    assert {a.target for a in moved} == set(snap.owned_by("b2"))  # not b3's, not the unowned one
+    assert all(a.source == "b2" for a in moved)
+    assert [a.target for a in plan.planned(ActionKind.BROKER_STATE)] == ["b2", "b2"]

@@ -78,6 +78,27 @@ def test_every_key_of_pulsars_defaults_table_is_accepted_with_its_default(key):
     assert config == PulsarConfig()  # the described default is the default, in its own unit
 
 
+@pytest.mark.parametrize(
+    ("key", "default"),
+    [  # PULSAR.md §12, as written there
+        ("loadBalancerSheddingIntervalMinutes", 1),
+        ("loadBalancerSheddingGracePeriodMinutes", 30),
+        ("loadBalancerBrokerThresholdShedderPercentage", 10),
+        ("loadBalancerBrokerOverloadedThresholdPercentage", 85),
+        ("loadBalancerBundleUnloadMinThroughputThreshold", 10),
+        ("minUnloadMessageThroughput", 1048576),
+        ("maxUnloadBundleNumPerShedding", -1),
+        ("loadBalancerBrokerLoadTargetStd", 0.25),
+        ("loadBalancerNamespaceBundleMaxBandwidthMbytes", 100),
+        ("loadBalancerAutoBundleSplitEnabled", True),
+        ("defaultNamespaceBundleSplitAlgorithm", "range_equally_divide"),
+        ("loadBalancerMaxNumberOfBundlesToSplitPerCycle", 10),
+    ],
+)
+def test_described_defaults_are_pulsars(key, default):
+    assert parameter(key).default == default
+
+
 def test_units_and_conversions_are_the_references():
     interval = PulsarConfig.from_keys({"loadBalancerSheddingIntervalMinutes": 2})
     assert interval.shedding_interval_s == 120.0

@@ -170,6 +170,76 @@ def test_a_killed_ticks_lease_expires_after_one_interval(cluster):
     assert lease_claim(TICK_LOCK, "holder", NOW + timedelta(seconds=30), 10)
     lease_release(TICK_LOCK, "stranger", NOW + timedelta(seconds=31))
     assert TickLock.objects.get(name=TICK_LOCK).holder == "holder"
+    # A holder renews only while its lease is valid: once expired, it has lost it.
+    from console.services.shedding import lease_renew
+
+    assert lease_renew(TICK_LOCK, "holder", NOW + timedelta(seconds=35), 10)
+    assert not lease_renew(TICK_LOCK, "holder", NOW + timedelta(seconds=46), 10)
+    assert not lease_renew(TICK_LOCK, "stranger", NOW + timedelta(seconds=36), 10)
+
+
+def test_a_tick_whose_lease_expired_while_planning_applies_nothing(cluster):
+    own(lambda i: "broker-1" if i < 6 else "broker-2")
+    report_all({"broker-1": (90, 240), "broker-2": (10, 40), "broker-3": (10, 0)})
+    from console.services import shedding
+
+    with mock.patch.object(shedding, "lease_renew", return_value=False):
+        assert shedding_tick_run(now=NOW) is None
+    assert not Decision.objects.exists()
+    assert not ClusterSample.objects.exists()
+
+
+def test_the_tick_skips_what_changed_since_its_snapshot(cluster):
+    own(lambda i: "broker-1" if i < 6 else "broker-2")
+    report_all({"broker-1": (90, 240), "broker-2": (10, 40), "broker-3": (10, 0)})
+    from console.services import shedding
+
+    real = shedding.plan_cycle
+
+    def then_an_operator_moves_one(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        first = plan.planned()[0]
+        Bundle.objects.filter(pk=bundle_pk(first.target)).update(
+            owner=Broker.objects.get(name="broker-3")
+        )
+        return plan
+
+    with mock.patch.object(shedding, "plan_cycle", side_effect=then_an_operator_moves_one):
+        decision = shedding_tick_run(now=NOW)
+    (stale,) = decision.details["stale"]
+    assert "its owner is now broker-3" in stale["reason"]
+    moved = AuditEvent.objects.filter(action="unload")
+    assert stale["target"] not in {e.target for e in moved}
+    assert (
+        moved.count() == len([a for a in decision.details["actions"] if a["kind"] == "unload"]) - 1
+    )
+
+
+def bundle_pk(name):
+    return next(b.pk for b in Bundle.objects.select_related("namespace") if b.name == name)
+
+
+def test_a_drain_planned_against_a_state_that_changed_is_refused(cluster, operator):
+    from console.services import broker_state_set
+    from console.services import brokers as broker_services
+
+    own(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
+    report_all(dict.fromkeys(("broker-1", "broker-2", "broker-3"), (20, 0)), at=None)
+    real = broker_services.plan_drain
+
+    def then_someone_changes_it(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        Broker.objects.filter(name="broker-2").update(state="drained")
+        return plan
+
+    with (
+        mock.patch.object(broker_services, "plan_drain", side_effect=then_someone_changes_it),
+        pytest.raises(ConsoleError) as err,
+    ):
+        broker_state_set("broker-2", "draining", actor=operator)
+    assert err.value.status == 409
+    assert "its state is now drained" in err.value.message
+    assert len(names_of("broker-2")) == 3  # nothing moved
 
 
 def test_one_report_run_at_a_time_and_dead_runs_are_failed(cluster, operator, settings):
@@ -217,6 +287,7 @@ LOADS = st.lists(st.tuples(st.integers(0, 100), st.integers(0, 400)), min_size=3
 def test_the_console_tick_and_the_cli_cycle_agree(cluster, owners, loads, shedder, silent):
     Decision.objects.all().delete()
     ClusterSample.objects.all().delete()
+    TickLock.objects.all().delete()  # the previous example's last tick was 30 s later
     config = selectors.balancer_config_get()
     config.shedder, config.state = shedder, {}
     config.parameters = {
@@ -238,22 +309,30 @@ def test_the_console_tick_and_the_cli_cycle_agree(cluster, owners, loads, shedde
                 timestamp=at[name].timestamp(),
             )
         )
-    snapshot = selectors.cluster_snapshot_get(now=NOW)
-    cycle = selectors.cycle_config_get(config)
-    doc = {
-        **snapshot_document(snapshot),
-        "config": config.parameters,
-        "strategies": {
-            "shedder": shedder,
-            "placement": cycle.strategies.placement,
-            "splitAlgorithm": cycle.strategies.split_algorithm,
-        },
-        "safety": safety_document(cycle.safety),
-        "state": {},
-    }
-    out = io.StringIO()
-    assert cli(["cycle"], stdin=io.StringIO(json.dumps(doc)), stdout=out) == 0
-    expected = json.loads(out.getvalue())
-    decision = shedding_tick_run(now=NOW)
-    assert decision.details["actions"] == expected["actions"]
-    assert decision.details["stats"] == expected["stats"]
+    # Several ticks, the state fed back: the hit counters of AvgShedder and TransferShedder
+    # get their chance to act, and every tick must still be the CLI's cycle.
+    for tick in range(4):
+        at_tick = NOW + timedelta(seconds=10 * tick)
+        config.refresh_from_db()
+        snapshot = selectors.cluster_snapshot_get(now=at_tick)
+        cycle = selectors.cycle_config_get(config)
+        doc = {
+            **snapshot_document(snapshot),
+            "config": config.parameters,
+            "strategies": {
+                "shedder": shedder,
+                "placement": cycle.strategies.placement,
+                "splitAlgorithm": cycle.strategies.split_algorithm,
+            },
+            "safety": safety_document(cycle.safety),
+            "state": config.state,
+        }
+        out = io.StringIO()
+        assert cli(["cycle"], stdin=io.StringIO(json.dumps(doc)), stdout=out) == 0
+        expected = json.loads(out.getvalue())
+        decision = shedding_tick_run(now=at_tick)
+        assert decision.details["actions"] == expected["actions"]
+        assert decision.details["stats"] == expected["stats"]
+        assert decision.reason == expected["reason"]
+        config.refresh_from_db()
+        assert config.state == expected["state"]
