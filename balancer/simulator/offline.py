@@ -28,6 +28,7 @@ from balancer.cycle import (
     Strategies,
     apply_to_owners,
     plan_cycle,
+    plan_placement,
 )
 from balancer.load import (
     LONG_TERM_SAMPLES,
@@ -37,7 +38,6 @@ from balancer.load import (
     MessageRates,
     time_average,
 )
-from balancer.placement.batch import place_many
 from balancer.safety import SafetyConfig
 from balancer.simulator.layout import DEMO, Layout
 from balancer.simulator.model import BundleMap, background_cpu, broker_report, bundle_stats
@@ -102,13 +102,23 @@ class OfflineCluster:
         )
 
     def place_unowned(self, now: float) -> None:
-        """Place every unowned bundle, as clients' lookups would (the console's lookup)."""
+        """Place every unowned bundle, as clients' lookups would: the console's lookup,
+        ``plan_placement`` with the configured placement."""
         names = [b for b, owner in self.owners.items() if owner is None]
         if not names:
             return
-        placements, _ = place_many(self.snapshot(now), names, self.config, {})
-        for placement in placements:
-            self.owners[placement.bundle] = placement.broker
+        plan = plan_placement(self.snapshot(now), self.cycle_settings(), self.shed_state, names)
+        self.shed_state = plan.state
+        apply_to_owners(plan, self.owners, self.recently_unloaded, now)
+
+    def cycle_settings(self) -> CycleConfig:
+        """The cycle's configuration: as given, else the shedder with Pulsar's tunables and no
+        cool-down (trace minutes are seconds apart)."""
+        return self.cycle_config or CycleConfig(
+            strategies=Strategies(shedder=self.shedder or "ThresholdShedder"),
+            pulsar=self.config,
+            safety=SafetyConfig(bundle_cool_down_s=0.0),
+        )
 
     def step(self, minute: int) -> float:
         """Play one trace minute; returns the CV of the brokers' weighted usage."""
@@ -144,12 +154,7 @@ class OfflineCluster:
 
     def cycle(self, now: float) -> CyclePlan:
         """One shedding tick: the console's cycle on this cluster's snapshot, its plan applied."""
-        config = self.cycle_config or CycleConfig(
-            strategies=Strategies(shedder=self.shedder or "ThresholdShedder"),
-            pulsar=self.config,
-            safety=SafetyConfig(bundle_cool_down_s=0.0),
-        )
-        plan = plan_cycle(self.snapshot(now), config, self.shed_state, now)
+        plan = plan_cycle(self.snapshot(now), self.cycle_settings(), self.shed_state, now)
         self.shed_state = plan.state
         self.unloads += apply_to_owners(plan, self.owners, self.recently_unloaded, now)
         return plan
