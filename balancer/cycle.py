@@ -291,7 +291,15 @@ class CyclePlan:
         states = self.planned(ActionKind.BROKER_STATE)
         parts += [f"{a.target} {a.source} -> {a.destination}" for a in states]
         vetoed = len(self.vetoed)
-        head = ", ".join(parts) if parts else f"no action ({self.reason})"
+        head = ", ".join(parts) if parts else "no action"
+        # Why nothing moved although a broker stood out: the shedder's own skips of brokers.
+        skipped = self.shedding.skipped if self.shedding is not None and not parts else ()
+        skips = [s for s in skipped if s.kind == "broker"][:3]
+        if skips:
+            head += "; " + ", ".join(
+                f"{s.name} skipped: {s.reason}" + (f" ({s.detail})" if s.detail else "")
+                for s in skips
+            )
         if vetoed:
             head += f"; {vetoed} vetoed"
         if moves:
@@ -1282,7 +1290,11 @@ def plan_placement(
     wanted = [b for b in bundles if b in snapshot.bundles and snapshot.bundles[b].owner is None]
     actions: list[Action] = []
     remembered: dict[str, Any] = {}
-    if wanted:
+    if wanted and placement in DANUBE_PLACEMENT:
+        placements, remembered = _danube_placements(
+            snapshot, config, dict(state.get(placement, {})), wanted, serving, {}, placement
+        )
+    elif wanted:
         placements, after = place_many(
             snapshot,
             wanted,
@@ -1292,6 +1304,7 @@ def plan_placement(
             candidates=serving,
         )
         remembered = {k: v for k, v in after.items() if k != "preallocated"}
+    if wanted:
         actions = [_place_action(p, placement, "") for p in placements]
     out_state = {**state, placement: remembered} if remembered else dict(state)
     plan = _operator_plan(snapshot, config, out_state, actions, serving)

@@ -30,6 +30,7 @@ from balancer.cycle import (
     plan_cycle,
     plan_placement,
 )
+from balancer.danube.config import DanubeConfig
 from balancer.load import (
     LONG_TERM_SAMPLES,
     SHORT_TERM_SAMPLES,
@@ -38,6 +39,7 @@ from balancer.load import (
     MessageRates,
     time_average,
 )
+from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
 from balancer.simulator.layout import DEMO, Layout
 from balancer.simulator.model import BundleMap, background_cpu, broker_report, bundle_stats
@@ -203,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compare", action="store_true", help="also run without shedding")
     parser.add_argument("--traces", type=Path, default=default_traces_dir())
     parser.add_argument("--start-minute", type=int, default=0)
-    parser.add_argument("--config", default="{}", help="Pulsar keys as JSON")
+    parser.add_argument("--config", default="{}", help="Pulsar (and Danube) keys as JSON")
     parser.add_argument("--placement", default="LeastLongTermMessageRate")
     parser.add_argument(
         "--ignore-destinations",
@@ -211,7 +213,8 @@ def main(argv: list[str] | None = None) -> None:
         help="re-place unloaded bundles with the placement even when the shedder chose a broker",
     )
     args = parser.parse_args(argv)
-    config = PulsarConfig.from_keys(json.loads(args.config))
+    pulsar_keys, danube_keys = split_keys(json.loads(args.config))
+    config = PulsarConfig.from_keys(pulsar_keys)
     runs = [args.shedder] + ([None] if args.compare else [])
     for shedder in runs:
         cycle_config = CycleConfig(
@@ -219,6 +222,7 @@ def main(argv: list[str] | None = None) -> None:
             pulsar=config,
             safety=SafetyConfig(bundle_cool_down_s=0.0),
             is_destination_honoured=not args.ignore_destinations,
+            danube=DanubeConfig.from_keys(danube_keys),
         )
         result = run(
             shedder,

@@ -273,7 +273,7 @@ def test_nobody_to_place_on_is_a_vetoed_placement():
     (place,) = plan.vetoed
     assert (place.kind, place.veto) == (ActionKind.PLACE, Reason.NO_CANDIDATES)
     assert place.as_dict()["veto"] == "NoCandidates"
-    assert plan.summary() == "no action (NotEnoughBrokers); 1 vetoed"
+    assert plan.summary() == "no action; 1 vetoed"
 
 
 def test_operator_unload_plans_and_vetoes():
@@ -556,3 +556,28 @@ def test_draining_one_broker_plans_only_its_own_bundles():
     assert {a.target for a in moved} == set(snap.owned_by("b2"))  # not b3's, not the unowned one
     assert all(a.source == "b2" for a in moved)
     assert [a.target for a in plan.planned(ActionKind.BROKER_STATE)] == ["b2", "b2"]
+
+
+def test_a_quiet_cycle_says_which_broker_was_skipped_and_why():
+    snap = scenarios.sole_bundle_overload()
+    plan = plan_cycle(snap, config(), {})
+    assert plan.summary().startswith("no action; b1 skipped: SoleBundle")
+    # A bundle-level skip (here: within the grace period) is not a broker's reason.
+    unloaded = ClusterSnapshot(
+        NOW, snap.brokers, snap.bundles, recently_unloaded={"t/hot/0x00000000_0xffffffff": NOW}
+    )
+    quiet = plan_cycle(unloaded, config(pulsar=PulsarConfig()), {})
+    assert quiet.summary().startswith("no action")
+
+
+def test_lookups_place_with_danubes_rankings_too():
+    snap = scenarios.anti_affinity_unsatisfiable()
+    plan = plan_placement(
+        snap,
+        replace(config(), strategies=Strategies(placement="fair")),
+        {},
+        ["t/g2/0x00000000_0xffffffff"],
+    )
+    (place,) = plan.planned()
+    assert place.destination in {"b1", "b2"}
+    assert plan.state["fair"]["lastSelected"] == place.destination
