@@ -133,7 +133,7 @@ FULCRUM_REPORT_RETENTION_S = float(os.environ.get("FULCRUM_REPORT_RETENTION_S", 
 FULCRUM_BUNDLE_COOL_DOWN_S = float(os.environ.get("FULCRUM_BUNDLE_COOL_DOWN_S", "60"))
 FULCRUM_MAX_MOVES_PER_HOUR = int(os.environ.get("FULCRUM_MAX_MOVES_PER_HOUR", "0"))
 FULCRUM_BLACKLIST = [p for p in os.environ.get("FULCRUM_BLACKLIST", "").split(",") if p]
-# A broker that has not reported for this long is left out of balancing decisions.
+# A broker that reported once and then stayed silent this long is lost: its bundles move.
 FULCRUM_BROKER_TIMEOUT_S = float(os.environ.get("FULCRUM_BROKER_TIMEOUT_S", "60"))
 
 SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[*]")

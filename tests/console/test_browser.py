@@ -10,7 +10,7 @@ from channels.testing import ChannelsLiveServerTestCase
 from django.conf import settings
 from django.contrib.auth.models import Group, User
 
-from console.api.permissions import OPERATORS_GROUP
+from console.access import OPERATORS_GROUP
 from console.models import Broker, Bundle
 from console.services.seed import cluster_seed
 from tests.conftest import SMALL, report
