@@ -49,7 +49,12 @@ from balancer.hashing import format_hash
 from balancer.load import ResourceWeights
 from balancer.placement.batch import place_many
 from balancer.placement.place import filter_candidates
-from balancer.registry import DANUBE_PLACEMENT, console_names, get_split_algorithm, strategy_info
+from balancer.registry import (
+    DANUBE_PLACEMENT,
+    console_names,
+    console_strategy,
+    get_split_algorithm,
+)
 from balancer.safety import SafetyConfig, matching_pattern
 from balancer.shedding.guarded import shed_guarded
 from balancer.snapshot import ClusterSnapshot, percent_float32
@@ -409,28 +414,12 @@ def plan_cycle(
     )
 
 
-def _in_console(kind: str, name: str, field: str) -> str:
-    """The canonical name of a strategy the cycle can run (the registry says which).
-
-    Raises:
-        UnknownStrategy: an unknown name.
-        BalancerError: a strategy the cycle cannot run, with why and the valid names.
-    """
-    info = strategy_info(kind, name)
-    if not info.in_console:
-        raise BalancerError(
-            f"{info.name}: {info.why_not}; the cycle runs {', '.join(console_names(kind))}",
-            field=field,
-        )
-    return info.name
-
-
 def _cycle_shedder(name: str) -> str:
-    return _in_console("shedder", name, "strategies.shedder")
+    return console_strategy("shedder", name, "strategies.shedder")
 
 
 def _cycle_placement(name: str) -> str:
-    return _in_console("placement", name, "strategies.placement")
+    return console_strategy("placement", name, "strategies.placement")
 
 
 def broker_life(

@@ -446,6 +446,23 @@ def strategy_info(kind: str, name: str) -> StrategyInfo:
     return entries[canonical_name(name, tuple(entries), field_name)]
 
 
+def console_strategy(kind: str, name: str, field: str) -> str:
+    """The registry's name of a strategy the console's cycle can run.
+
+    Raises:
+        UnknownStrategy: an unknown name (the message lists the valid ones).
+        BalancerError: a strategy the cycle cannot run, with why and the names it runs;
+            ``field`` names the input at fault.
+    """
+    info = strategy_info(kind, name)
+    if not info.in_console:
+        raise BalancerError(
+            f"{info.name}: {info.why_not}; the console runs {', '.join(console_names(kind))}",
+            field=field,
+        )
+    return info.name
+
+
 def console_names(kind: str) -> tuple[str, ...]:
     """The names of ``kind`` that the console's cycle can run, in registry order."""
     return tuple(i.name for i in ENTRIES if i.kind == kind and i.in_console)

@@ -8,19 +8,8 @@ from django import forms
 from django.contrib import admin
 
 from balancer.errors import BalancerError
-from balancer.registry import console_names, parameter_errors, strategy_info
+from balancer.registry import console_strategy, parameter_errors
 from console.models import AuditEvent, BalancerConfig, Broker, Decision, Namespace
-
-
-def _console_strategy(kind: str, name: str) -> str:
-    """The registry's name of a strategy the console can run; why not, otherwise."""
-    info = strategy_info(kind, name)
-    if not info.in_console:
-        raise BalancerError(
-            f"{info.name}: {info.why_not}; the console runs {', '.join(console_names(kind))}",
-            field=kind,
-        )
-    return info.name
 
 
 class BalancerConfigForm(forms.ModelForm):
@@ -41,9 +30,9 @@ class BalancerConfigForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         checks = (
-            ("shedder", lambda v: _console_strategy("shedder", v)),
-            ("placement", lambda v: _console_strategy("placement", v)),
-            ("split_algorithm", lambda v: _console_strategy("split", v)),
+            ("shedder", lambda v: console_strategy("shedder", v, "shedder")),
+            ("placement", lambda v: console_strategy("placement", v, "placement")),
+            ("split_algorithm", lambda v: console_strategy("split", v, "split_algorithm")),
         )
         for field, canonical in checks:
             try:
