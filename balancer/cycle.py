@@ -385,7 +385,15 @@ def plan_cycle(
         shed_reason = str(decision.reason)
         moving = {a.target for a in unloads}
         unloads += screen_unloads(
-            decision.unloads, snapshot, config, now, moving, lost, shedder_name, before
+            decision.unloads,
+            snapshot,
+            config,
+            now,
+            moving,
+            lost,
+            shedder_name,
+            before,
+            decision.stats,
         )
     actions, placement_state = _place(
         snapshot, config, dict(state.get(placement_name, {})), unloads, serving, placement_name
@@ -484,6 +492,7 @@ def screen_unloads(
     lost: Sequence[str],
     strategy: str,
     before: LoadStats,
+    shed_stats: Mapping[str, Any] | None = None,
 ) -> list[Action]:
     """A strategy's unloads as actions, in order, each planned or vetoed by Fulcrum's safety rules:
     UnknownBundle, NotOwner (never two owners), Blacklisted, CoolDown (Fulcrum's
@@ -503,12 +512,13 @@ def screen_unloads(
             veto, why = Reason.BROKER_LOST, f"{unload.source} is lost; its bundles are re-placed"
         key = (unload.source, str(unload.reason))
         if key not in heads:
-            usage = before.brokers.get(unload.source)
-            heads[key] = (
-                f"{strategy} {unload.reason}: {unload.source}"
-                + (f" at {explain.percent(usage)}" if usage is not None else "")
-                + f" (mean {mean}); "
-            )
+            figures = explain.shedder_figures(strategy, unload.source, shed_stats or {})
+            if not figures:
+                usage = before.brokers.get(unload.source)
+                figures = (f"at {explain.percent(usage)} " if usage is not None else "") + (
+                    f"(mean {mean})"
+                )
+            heads[key] = f"{strategy} {unload.reason}: {unload.source} {figures}; "
         said = heads[key] + explain.metric(unload.metric, unload.load)
         if unload.destination:
             said += f", to {unload.destination}"

@@ -3,6 +3,9 @@ the core, so that the console, the CLI and the audit say the same thing."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from balancer.decisions import METRIC_UNITS
 from balancer.units import MIB
 
@@ -53,3 +56,53 @@ def metric(name: str, value: float) -> str:
         "rankingScore": "Danube ranking score",
     }
     return f"{words.get(name, name)} {quantity(value, METRIC_UNITS.get(name, ''))}"
+
+
+def shedder_figures(strategy: str, broker: str, stats: Mapping[str, Any]) -> str:
+    """The numbers a shedder decided on for ``broker``, in words, from its own ``stats``
+    (empty when the strategy or the figures are unknown, so the caller says something generic).
+
+    ThresholdShedder: the broker's usage history (EMA) against the mean and the threshold;
+    OverloadShedder: its usage against the overload bar; TransferShedder: its load (EMA) against
+    the mean, and the std against the target; UniformLoadShedder: the max and min broker msg
+    rates or throughputs; AvgShedder: its score (percent); Danube: its ranking score against
+    mean + σ, and the CV against the threshold.
+    """
+    brokers = stats.get("brokers", {})
+    mine = brokers.get(broker)
+    try:
+        if strategy == "ThresholdShedder":
+            return (
+                f"usage history {percent(mine['history'])} (now {percent(mine['usage'])}) "
+                f"against the mean {percent(stats['avgUsage'])} ± threshold "
+                f"{percent(stats['threshold'])}"
+            )
+        if strategy == "OverloadShedder":
+            return (
+                f"at {percent(mine['usage'])}, above the overload bar "
+                f"{percent(stats['overloadThreshold'])}"
+            )
+        if strategy == "TransferShedder":
+            return (
+                f"load (EMA) {percent(mine)} against the mean {percent(stats['avgUsage'])}; "
+                f"std {percent(stats['std'])} vs target {percent(stats['targetStd'])}"
+            )
+        if strategy == "UniformLoadShedder":
+            return (
+                f"msg rate {msg_per_s(stats['maxMsgRate'])} vs min "
+                f"{msg_per_s(stats['minMsgRate'])} "
+                f"({stats['msgRateDifferencePercent']:.0f} % apart), throughput "
+                f"{bytes_per_s(stats['maxThroughput'])} vs min "
+                f"{bytes_per_s(stats['minThroughput'])}"
+            )
+        if strategy == "AvgShedder":
+            return f"score {stats['scores'][broker]:.1f} % (weighted usage)"
+        if strategy == "danube":
+            return (
+                f"ranking score {mine['score']} above mean + σ "
+                f"{stats['mean'] + stats['std']:.1f}; "
+                f"CV {stats['cv']:.2f} > {stats['threshold']:.2f}"
+            )
+    except (KeyError, TypeError):
+        return ""
+    return ""

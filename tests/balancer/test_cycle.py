@@ -581,3 +581,16 @@ def test_lookups_place_with_danubes_rankings_too():
     (place,) = plan.planned()
     assert place.destination in {"b1", "b2"}
     assert plan.state["fair"]["lastSelected"] == place.destination
+
+
+def test_explanations_give_the_figures_the_shedder_decided_on():
+    from balancer import explain
+
+    plan = plan_cycle(scenarios.one_hot_broker(), config(), {})
+    unload = plan.planned(ActionKind.UNLOAD)[0]
+    assert unload.explanation.startswith(
+        "ThresholdShedder Overloaded: b1 usage history 90.0 % (now 90.0 %) against the mean "
+        "43.3 % ± threshold 10.0 %; throughput 50.0 MiB/s"
+    )
+    assert explain.shedder_figures("SomeoneElse", "b1", {"brokers": {}}) == ""
+    assert explain.shedder_figures("OverloadShedder", "b1", {}) == ""  # figures missing
