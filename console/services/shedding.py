@@ -16,7 +16,9 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from balancer.cycle import CyclePlan, plan_cycle
+from balancer.config import PulsarConfig
+from balancer.cycle import CyclePlan, LoadStats, plan_cycle
+from balancer.errors import BalancerError
 from balancer.snapshot import ClusterSnapshot
 from console import realtime, selectors
 from console.models import AuditEvent, ClusterSample, Decision, TickLock
@@ -94,9 +96,31 @@ def shedding_tick_run(
         if last is not None and now - last < timedelta(seconds=config.loop_interval_s * 0.9):
             return None  # not due yet: the configured loop interval is longer than beat's
         snapshot = selectors.cluster_snapshot_get(now=now)
-        plan = plan_cycle(
-            snapshot, selectors.cycle_config_get(config), config.state, now.timestamp()
-        )
+        try:
+            plan = plan_cycle(
+                snapshot, selectors.cycle_config_get(config), config.state, now.timestamp()
+            )
+        except BalancerError as exc:
+            # A configuration the cycle refuses (stored before a validation existed, or written
+            # around the admin) must not stop the loop: the tick says why and moves nothing.
+            log.error("shedding tick refused its configuration: %s", exc.message)
+            usage = snapshot.weighted_usage(PulsarConfig().weights)
+            spread = LoadStats.of({n: usage[n] for n, b in snapshot.brokers.items() if b.is_active})
+            # The sample keeps the cadence (one tick per interval) and the CV chart going.
+            ClusterSample.objects.create(
+                at=now,
+                mean_usage_fraction=spread.avg_usage,
+                std_usage_fraction=spread.std,
+                cv=spread.cv,
+            )
+            return Decision.objects.create(
+                at=now,
+                kind=Decision.Kind.SHED,
+                strategy=config.shedder[:100],
+                reason="BadConfig",
+                summary=f"no action: the balancer configuration is refused — {exc.message}",
+                details={"error": exc.as_dict()},
+            )
         # Renewed at the time the planning took (the clock moved on since ``now``).
         renewed_at = now + timedelta(seconds=time.monotonic() - started)
         if not lease_renew(TICK_LOCK, token, renewed_at, ttl):

@@ -242,6 +242,26 @@ def test_a_drain_planned_against_a_state_that_changed_is_refused(cluster, operat
     assert len(names_of("broker-2")) == 3  # nothing moved
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("shedder", "NoSuchShedder"), ("placement", "AvgShedder"), ("parameters", {"typo": 1})],
+)
+def test_a_refused_configuration_never_stops_the_loop(cluster, field, value):
+    config = selectors.balancer_config_get()
+    setattr(config, field, value)
+    config.save()
+    own(lambda i: "broker-1")
+    decision = shedding_tick_run(now=NOW)
+    assert decision.reason == "BadConfig"
+    assert decision.summary.startswith("no action: the balancer configuration is refused")
+    assert decision.details["error"]["message"]
+    assert not AuditEvent.objects.exists()
+    # The cadence holds and the lease was released: the next tick runs one interval later.
+    assert shedding_tick_run(now=NOW + timedelta(seconds=5)) is None
+    assert shedding_tick_run(now=NOW + timedelta(seconds=11)).reason == "BadConfig"
+    assert ClusterSample.objects.count() == 2
+
+
 def test_one_report_run_at_a_time_and_dead_runs_are_failed(cluster, operator, settings):
     from console.services.reports import report_run_request, report_runs_reap
 
