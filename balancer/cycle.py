@@ -500,7 +500,7 @@ def screen_unloads(
     RateLimited (moves in the last hour, this batch included), AlreadyMoving (the bundle moves
     already in this cycle), BrokerLost (its source is lost). ``moving`` is updated in place."""
     out = []
-    recent = sum(1 for t in snapshot.recently_unloaded.values() if t >= now - 3600)
+    recent = snapshot.moves_since(now - 3600)
     planned = 0
     mean = explain.percent(before.avg_usage)
     heads: dict[tuple[str, str], str] = {}  # (source, reason) -> the sentence's start
@@ -1062,7 +1062,7 @@ def plan_unload(
     now = snapshot.now if now is None else now
     serving = _serving(snapshot, config, now)
     owner = snapshot.bundles[bundle].owner if bundle in snapshot.bundles else None
-    recent = sum(1 for t in snapshot.recently_unloaded.values() if t >= now - 3600)
+    recent = snapshot.moves_since(now - 3600)
     veto, why = _veto(bundle, owner, snapshot, config, now, recent)
     if owner is None and bundle in snapshot.bundles:
         veto, why = Reason.NOT_OWNER, f"{bundle} has no owner; nothing to unload"

@@ -35,6 +35,8 @@ class ClusterSnapshot:
         bundles: bundle name -> load; ``owner`` is None for an unassigned bundle.
         namespaces: namespace name -> policy.
         recently_unloaded: bundle name -> unload time (s since epoch); the grace period applies.
+        recent_moves: the time of every unload of the last hour (s since epoch), one per move;
+            None when unknown (then each recently unloaded bundle counts once).
 
     Raises:
         InvalidSnapshot: a bundle owned by a broker absent from ``brokers``.
@@ -45,6 +47,7 @@ class ClusterSnapshot:
     bundles: Mapping[str, BundleLoad]
     namespaces: Mapping[str, NamespacePolicy] = field(default_factory=dict)
     recently_unloaded: Mapping[str, Seconds] = field(default_factory=dict)
+    recent_moves: tuple[Seconds, ...] | None = None
 
     def __post_init__(self) -> None:
         ordered = {name: self.brokers[name] for name in sorted(self.brokers)}
@@ -202,7 +205,17 @@ class ClusterSnapshot:
             for name in self.owned_by(broker):
                 bundles[name] = replace(bundles[name], owner=None)
         brokers = {n: b for n, b in self.brokers.items() if n not in gone_set}
-        return ClusterSnapshot(self.now, brokers, bundles, self.namespaces, self.recently_unloaded)
+        return ClusterSnapshot(
+            self.now, brokers, bundles, self.namespaces, self.recently_unloaded, self.recent_moves
+        )
+
+    def moves_since(self, since: Seconds) -> int:
+        """Unloads at or after ``since``: every move when ``recent_moves`` is known, else one
+        per recently unloaded bundle (a bundle moved twice counts once)."""
+        times = (
+            self.recent_moves if self.recent_moves is not None else self.recently_unloaded.values()
+        )
+        return sum(1 for t in times if t >= since)
 
     def max_usage(self) -> dict[str, float]:
         """Every broker's unweighted max of cpu, direct memory and bandwidth in/out (fraction)."""

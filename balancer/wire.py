@@ -234,12 +234,22 @@ def parse_snapshot(doc: Mapping[str, Any]) -> ClusterSnapshot:
     recently_unloaded = {
         name: number(recent, name, "recentlyUnloadedBundles", None) for name in recent
     }
+    moves: tuple[float, ...] | None = None
+    if "recentMoves" in doc:
+        times = array(doc["recentMoves"], "recentMoves")
+        for i, t in enumerate(times):
+            if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t < math.inf:
+                raise BalancerError(
+                    "must be a time in seconds since the epoch", field=f"recentMoves[{i}]"
+                )
+        moves = tuple(float(t) for t in times)
     return ClusterSnapshot(
         now=number(doc, "now", "", 0.0),
         brokers=brokers,
         bundles=bundles,
         namespaces=namespaces,
         recently_unloaded=recently_unloaded,
+        recent_moves=moves,
     )
 
 
@@ -363,6 +373,11 @@ def snapshot_document(snapshot: ClusterSnapshot) -> dict[str, Any]:
             for ns in snapshot.namespaces.values()
         ],
         "recentlyUnloadedBundles": dict(snapshot.recently_unloaded),
+        **(
+            {"recentMoves": list(snapshot.recent_moves)}
+            if snapshot.recent_moves is not None
+            else {}
+        ),
     }
 
 

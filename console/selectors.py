@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -19,6 +19,7 @@ from balancer.wire import RATE_KEYS
 from console.models import (
     LONG_COLUMNS,
     SHORT_COLUMNS,
+    AuditEvent,
     BalancerConfig,
     Broker,
     Bundle,
@@ -127,12 +128,17 @@ def cluster_snapshot_get(*, now: datetime) -> ClusterSnapshot:
         for b in broker_rows
     }
     namespaces = {name: NamespacePolicy(name, group or None) for _, name, group in namespace_rows}
+    # Every move of the last hour, one per move (a split's children are not moves).
+    moves = AuditEvent.objects.filter(
+        action=AuditEvent.Action.UNLOAD, at__gte=now - timedelta(hours=1)
+    ).values_list("at", flat=True)
     return ClusterSnapshot(
         now=now.timestamp(),
         brokers=brokers,
         bundles=bundle_loads,
         namespaces=namespaces,
         recently_unloaded=recently_unloaded,
+        recent_moves=tuple(at.timestamp() for at in moves),
     )
 
 

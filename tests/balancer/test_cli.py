@@ -431,3 +431,9 @@ def test_cycle_runs_danube_on_bundles_with_danube_keys():
     assert unloads[0]["source"] == "broker-1"
     placed = [a for a in out["actions"] if a["kind"] == "place"]
     assert all(a["destination"] for a in placed)
+
+
+def test_recent_moves_must_be_times():
+    code, _, err = run(["cycle"], {**SNAPSHOT, "recentMoves": [1.0, "soon"]})
+    assert code == 2
+    assert err["error"]["field"] == "recentMoves[1]"

@@ -475,12 +475,14 @@ def test_a_snapshot_document_parses_back_to_the_same_snapshot():
         snap.bundles,
         {"t/ns": NamespacePolicy("t/ns", "g")},
         {"t/ns/0x00000000_0x40000000": NOW - 9},
+        (NOW - 9, NOW - 30),
     )
     again = parse_snapshot(snapshot_document(snap))
     assert again.brokers == snap.brokers
     assert again.bundles == snap.bundles
     assert again.namespaces == snap.namespaces
     assert again.recently_unloaded == snap.recently_unloaded
+    assert again.recent_moves == snap.recent_moves
     safety = SafetyConfig(12.0, 3, ("a/*",), 30.0, True)
     assert parse_cycle_config({"safety": safety_document(safety)}).safety == safety
 

@@ -65,6 +65,24 @@ def test_pulsar_grace_period_and_fulcrum_cool_down_are_distinct_vetoes():
     assert "Pulsar's grace period 1800 s" in actions[1].explanation
 
 
+def test_the_rate_limit_counts_every_move_when_the_moves_are_known():
+    # One bundle moved three times in the hour is three moves; a split's children are none.
+    snapshot = ClusterSnapshot(
+        NOW,
+        snap().brokers,
+        snap().bundles,
+        recently_unloaded={"x": NOW - 100, "child": NOW - 50},
+        recent_moves=(NOW - 3000, NOW - 2000, NOW - 100, NOW - 4000),
+    )
+    actions = screen(
+        [u("t/ns/0"), u("t/ns/1")],
+        snapshot,
+        SafetyConfig(bundle_cool_down_s=0, max_moves_per_hour=4),
+    )
+    assert [a.veto for a in actions] == [None, Reason.RATE_LIMITED]
+    assert actions[1].explanation.startswith("4 moves in the last hour; limit 4 per hour")
+
+
 def test_move_rate_limit_counts_the_last_hour_and_this_batch():
     snapshot = snap({"x": NOW - 100, "y": NOW - 4000})
     actions = screen(

@@ -242,6 +242,21 @@ def test_a_drain_planned_against_a_state_that_changed_is_refused(cluster, operat
     assert len(names_of("broker-2")) == 3  # nothing moved
 
 
+def test_the_move_rate_limit_counts_moves_not_bundles(cluster, operator_client, settings):
+    settings.FULCRUM_MAX_MOVES_PER_HOUR = 2
+    own(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
+    report_all({n: (20, 0) for n in ("broker-1", "broker-2", "broker-3")}, at=None)
+    first, second = Bundle.objects.order_by("id")[:2]
+    url = f"/api/bundles/{first.pk}/unload/"
+    assert operator_client.post(url, {}, format="json").status_code == 200
+    # The same bundle again (forced past its cool-down): a second move.
+    assert operator_client.post(url, {"force": True}, format="json").status_code == 200
+    third = operator_client.post(f"/api/bundles/{second.pk}/unload/", {}, format="json")
+    assert third.status_code == 409
+    assert third.json()["error"]["veto"] == "RateLimited"
+    assert "2 moves in the last hour; limit 2 per hour" in third.json()["error"]["message"]
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [("shedder", "NoSuchShedder"), ("placement", "AvgShedder"), ("parameters", {"typo": 1})],
