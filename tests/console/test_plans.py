@@ -245,7 +245,7 @@ def test_a_drain_planned_against_a_state_that_changed_is_refused(cluster, operat
 def test_the_move_rate_limit_counts_moves_not_bundles(cluster, operator_client, settings):
     settings.FULCRUM_MAX_MOVES_PER_HOUR = 2
     own(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
-    report_all({n: (20, 0) for n in ("broker-1", "broker-2", "broker-3")}, at=None)
+    report_all(dict.fromkeys(("broker-1", "broker-2", "broker-3"), (20, 0)), at=None)
     first, second = Bundle.objects.order_by("id")[:2]
     url = f"/api/bundles/{first.pk}/unload/"
     assert operator_client.post(url, {}, format="json").status_code == 200
