@@ -596,3 +596,26 @@ def test_explanations_give_the_figures_the_shedder_decided_on():
     )
     assert explain.shedder_figures("SomeoneElse", "b1", {"brokers": {}}) == ""
     assert explain.shedder_figures("OverloadShedder", "b1", {}) == ""  # figures missing
+
+
+def test_with_anti_affinity_groups_the_destination_runs_the_whole_filter_chain():
+    from balancer.cycle import _DestinationCheck
+
+    names = {g: f"t/{g}/0x00000000_0xffffffff" for g in ("g0", "g1")}
+    bundles = {names["g0"]: BundleLoad(names["g0"], "a"), names["g1"]: BundleLoad(names["g1"], "b")}
+    brokers = {n: BrokerLoad(n, reported_at=NOW) for n in "abc"}
+    policies = {f"t/{g}": NamespacePolicy(f"t/{g}", "pay") for g in ("g0", "g1")}
+    snap = ClusterSnapshot(NOW, brokers, bundles, policies)
+    check = _DestinationCheck(snap, PulsarConfig(), ["a", "b", "c"], [names["g0"]])
+    # b already holds a namespace of the group; c holds none: the anti-affinity filter keeps c.
+    assert check.refusal(names["g0"], "b", "a", {}) == "the anti_affinity filter (AntiAffinity)"
+    assert check.refusal(names["g0"], "c", "a", {}) is None
+
+
+def test_without_even_distribution_any_serving_destination_passes():
+    from balancer.cycle import _DestinationCheck
+
+    snap = scenarios.one_hot_broker()
+    pulsar = replace(PulsarConfig(), is_distribute_bundles_evenly_enabled=False)
+    check = _DestinationCheck(snap, pulsar, ["b1", "b2", "b3"], [])
+    assert check.refusal(snap.owned_by("b1")[0], "b2", "b1", {}) is None
