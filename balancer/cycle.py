@@ -594,6 +594,7 @@ def _place(
     pulsar = config.pulsar
     preallocated: dict[str, str] = {}
     chosen: dict[str, Action] = {}
+    refused: dict[str, str] = {}  # bundle -> why the strategy's destination was not honoured
     to_place: list[str] = []
     sources: dict[str, str] = {}
     serving_set = set(serving)
@@ -618,13 +619,9 @@ def _place(
                     strategy=unload.strategy,
                 )
                 continue
-            why = refusal
-            to_place.append(unload.target)
-            chosen[unload.target] = replace(  # a marker: replaced below by the placement
-                _placeholder(unload.target),
-                explanation=f"{unload.strategy}'s destination {dest} was refused by {why}",
+            refused[unload.target] = (
+                f"{unload.strategy}'s destination {dest} was refused by {refusal}"
             )
-            continue
         to_place.append(unload.target)
     unowned = [b for b in snapshot.unowned if b not in sources]
     batch = to_place + unowned
@@ -646,11 +643,11 @@ def _place(
     if batch:
         remembered = {k: v for k, v in after.items() if k != "preallocated"}
         for placement in placements:
-            prefix = chosen[placement.bundle].explanation if placement.bundle in chosen else ""
-            action = _place_action(placement, strategy, prefix)
-            source = sources.get(placement.bundle)
-            chosen[placement.bundle] = (
-                action.moved(source, action.destination) if source else action
+            chosen[placement.bundle] = _place_action(
+                placement,
+                strategy,
+                refused.get(placement.bundle, ""),
+                sources.get(placement.bundle),
             )
     out: list[Action] = []
     for unload in unloads:
@@ -756,19 +753,21 @@ def _danube_placements(
     return out, state
 
 
-def _placeholder(bundle: str) -> Action:
-    return Action(ActionKind.PLACE, bundle, None, None, "", "")
-
-
-def _place_action(placement: Placement, strategy: str, prefix: str) -> Action:
+def _place_action(
+    placement: Placement, strategy: str, prefix: str, source: str | None = None
+) -> Action:
+    """The place action of one placement; ``prefix`` says why a strategy's own destination was
+    not honoured, ``source`` is the broker the bundle left (None for an unowned bundle)."""
     if placement.broker is None:
         return Action(
             ActionKind.PLACE,
             placement.bundle,
-            None,
+            source,
             None,
             str(placement.reason),
-            "no serving broker can take it",
+            f"{prefix}; no serving broker can take it"
+            if prefix
+            else "no serving broker can take it",
             veto=Reason.NO_CANDIDATES,
             strategy=strategy,
         )
@@ -784,7 +783,7 @@ def _place_action(placement: Placement, strategy: str, prefix: str) -> Action:
     return Action(
         ActionKind.PLACE,
         placement.bundle,
-        None,
+        source,
         placement.broker,
         str(placement.reason),
         said,

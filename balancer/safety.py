@@ -32,8 +32,3 @@ def matching_pattern(bundle: str, patterns: Iterable[str]) -> str | None:
     """The first pattern (``acme/*``, ``*/payments/*``) matching the bundle or its namespace."""
     namespace = bundle.rsplit("/", 1)[0]
     return next((p for p in patterns if fnmatchcase(bundle, p) or fnmatchcase(namespace, p)), None)
-
-
-def is_blacklisted(bundle: str, patterns: Iterable[str]) -> bool:
-    """Whether the bundle, or its namespace, matches a pattern (``acme/*``, ``*/payments/*``)."""
-    return matching_pattern(bundle, patterns) is not None

@@ -253,13 +253,13 @@ def parse_snapshot(doc: Mapping[str, Any]) -> ClusterSnapshot:
     )
 
 
-SAFETY_KEYS: Final = {
-    "coolDownSeconds": "bundle_cool_down_s",
-    "maxMovesPerHour": "max_moves_per_hour",
-    "blacklist": "blacklist",
-    "brokerTimeoutSeconds": "broker_timeout_s",
-    "autoSplit": "is_auto_split_enabled",
-}
+SAFETY_KEYS: Final = (
+    "coolDownSeconds",
+    "maxMovesPerHour",
+    "blacklist",
+    "brokerTimeoutSeconds",
+    "autoSplit",
+)
 STRATEGY_KEYS: Final = {
     "shedder": "shedder",
     "placement": "placement",

@@ -141,7 +141,7 @@ def place_many(
             if earlier is not None and (own is None or own.owner is None):
                 corrections.append(position[earlier])
             for c in corrections:
-                if tally.get(c, 0) - corrections.count(c) <= 0:
+                if tally.get(c) - corrections.count(c) <= 0:
                     only_this.add(c)
         chosen, reason = None, Reason.NO_CANDIDATES
         candidates_left = ok_count - (1 if src >= 0 and ok[src] else 0)
@@ -213,8 +213,8 @@ class _Tally:
         self.counts = np.bincount(owners, minlength=brokers).astype(np.int64)
         self.positive = int(np.count_nonzero(self.counts))
 
-    def get(self, broker: int, default: int = 0) -> int:
-        """The count of ``broker`` (``default`` is never needed: absent means 0)."""
+    def get(self, broker: int) -> int:
+        """The count of ``broker`` (0 when it holds none)."""
         return int(self.counts[broker])
 
     def __contains__(self, broker: int) -> bool:

@@ -19,6 +19,7 @@ from django.utils import timezone
 from balancer.config import PulsarConfig
 from balancer.cycle import CyclePlan, LoadStats, plan_cycle
 from balancer.errors import BalancerError
+from balancer.load import ResourceWeights
 from balancer.snapshot import ClusterSnapshot
 from console import realtime, selectors
 from console.models import AuditEvent, ClusterSample, Decision, TickLock
@@ -56,15 +57,17 @@ def lease_release(name: str, token: str, now: datetime) -> None:
     )
 
 
-def _fill_load_after(snapshot: ClusterSnapshot, plan: CyclePlan, now: datetime) -> None:
-    """The "after" figures of earlier actions, measured at this tick."""
-    usage = snapshot.weighted_usage(selectors.pulsar_config_get().weights)
-    for event in AuditEvent.objects.filter(load_after__isnull=True, at__lt=now):
-        brokers = [k for k in event.load_before if k != "cv"]
-        figures = {b: round(usage[b], 4) for b in brokers if b in usage}
+def _fill_load_after(
+    snapshot: ClusterSnapshot, plan: CyclePlan, weights: ResourceWeights, now: datetime
+) -> None:
+    """The "after" figures of earlier actions, measured at this tick (one UPDATE)."""
+    usage = snapshot.weighted_usage(weights)
+    events = list(AuditEvent.objects.filter(load_after__isnull=True, at__lt=now))
+    for event in events:
+        figures = {b: round(usage[b], 4) for b in event.load_before if b in usage}
         figures["cv"] = round(plan.before.cv, 4)
         event.load_after = figures
-        event.save(update_fields=["load_after"])
+    AuditEvent.objects.bulk_update(events, ["load_after"])
 
 
 def shedding_tick_run(
@@ -97,9 +100,8 @@ def shedding_tick_run(
             return None  # not due yet: the configured loop interval is longer than beat's
         snapshot = selectors.cluster_snapshot_get(now=now)
         try:
-            plan = plan_cycle(
-                snapshot, selectors.cycle_config_get(config), config.state, now.timestamp()
-            )
+            cycle = selectors.cycle_config_get(config)
+            plan = plan_cycle(snapshot, cycle, config.state, now.timestamp())
         except BalancerError as exc:
             # A configuration the cycle refuses (stored before a validation existed, or written
             # around the admin) must not stop the loop: the tick says why and moves nothing.
@@ -127,7 +129,7 @@ def shedding_tick_run(
             log.warning("the shedding lease expired before the plan was applied; dropped")
             return None
         with transaction.atomic():
-            _fill_load_after(snapshot, plan, now)
+            _fill_load_after(snapshot, plan, cycle.pulsar.weights, now)
             ClusterSample.objects.create(
                 at=now,
                 mean_usage_fraction=plan.before.avg_usage,
