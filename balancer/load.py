@@ -6,6 +6,7 @@ tests depend on it (PULSAR.md §0.1).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -107,7 +108,7 @@ class BrokerLoad:
     bandwidth_in: ResourceUsage = field(default_factory=ResourceUsage)
     bandwidth_out: ResourceUsage = field(default_factory=ResourceUsage)
     rates: MessageRates = field(default_factory=MessageRates)
-    bundles: tuple[str, ...] = ()
+    bundles: Sequence[str] = ()
     topics: int = 0
     topic_stats: tuple[TopicStats, ...] = ()
     top_bundles: tuple[tuple[str, float, float], ...] | None = None  # (name, in, out) bytes/s

@@ -4,15 +4,19 @@ keep a cycle fast at 10,000 brokers and 1,000,000 bundles (built once, at constr
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TypeVar
 
 import numpy as np
 
+from balancer.bundle_table import BundleNames, BundleTable
 from balancer.errors import InvalidSnapshot
 from balancer.load import BrokerLoad, BundleLoad, ResourceWeights
 from balancer.units import Seconds
+
+T = TypeVar("T")
 
 RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
 
@@ -32,7 +36,8 @@ class ClusterSnapshot:
     Attributes:
         now: seconds since the epoch at which the snapshot was taken.
         brokers: broker name -> load, iterated in ascending name (the tie-break order).
-        bundles: bundle name -> load; ``owner`` is None for an unassigned bundle.
+        bundles: bundle name -> load; ``owner`` is None for an unassigned bundle. Given as any
+            mapping, kept as a ``BundleTable`` (columns; a load is built when read).
         namespaces: namespace name -> policy.
         recently_unloaded: bundle name -> unload time (s since epoch); the grace period applies.
         recent_moves: the time of every unload of the last hour (s since epoch), one per move;
@@ -52,46 +57,30 @@ class ClusterSnapshot:
     def __post_init__(self) -> None:
         ordered = {name: self.brokers[name] for name in sorted(self.brokers)}
         object.__setattr__(self, "brokers", MappingProxyType(ordered))
-        owner_counts: dict[str, Counter[str]] = {}
-        namespaces_by_owner: dict[str, set[str]] = {}
+        table = self.bundles
+        if not isinstance(table, BundleTable):
+            table = BundleTable.from_loads(self.bundles.values())
+            object.__setattr__(self, "bundles", table)
         position = {name: i for i, name in enumerate(ordered)}
-        owned_namespaces: list[str] = []
-        owner_positions: list[int] = []
-        owned: dict[str, list[str]] = {}
-        unowned: list[str] = []
-        for bundle in self.bundles.values():
-            if bundle.owner is None:
-                unowned.append(bundle.name)
-                continue
-            if bundle.owner not in ordered:
-                raise InvalidSnapshot(
-                    f"bundle {bundle.name} is owned by unknown broker {bundle.owner!r}",
-                    field=f"bundles[{bundle.name}].owner",
-                )
-            namespace = bundle.name.rsplit("/", 1)[0]
-            owner_counts.setdefault(namespace, Counter())[bundle.owner] += 1
-            namespaces_by_owner.setdefault(bundle.owner, set()).add(namespace)
-            owned_namespaces.append(namespace)
-            owner_positions.append(position[bundle.owner])
-            owned.setdefault(bundle.owner, []).append(bundle.name)
-        object.__setattr__(self, "_owned", owned)
-        object.__setattr__(self, "_unowned", tuple(unowned))
-        # Owners grouped by namespace, for dense per-namespace counts on demand.
-        namespace_ids: dict[str, int] = {ns: i for i, ns in enumerate(owner_counts)}
-        ids = np.asarray([namespace_ids[ns] for ns in owned_namespaces], dtype=np.int64)
-        order = np.argsort(ids, kind="stable")
-        starts = np.searchsorted(ids[order], np.arange(len(namespace_ids) + 1))
-        object.__setattr__(self, "_namespace_ids", namespace_ids)
-        object.__setattr__(
-            self,
-            "_owners_by_namespace",
-            (np.asarray(owner_positions, dtype=np.int64)[order], starts),
-        )
-        long_term = {}
-        for name, broker in ordered.items():
-            long_term[name] = sum(
-                self.bundles[b].long_term.msg_rate for b in broker.bundles if b in self.bundles
+        # The table's owner codes as broker positions (name order); -1 unowned, -2 unknown.
+        remap = np.asarray([position.get(n, -2) for n in table.owners] + [-1], dtype=np.int64)
+        owner = remap[table.owner]
+        unknown = np.flatnonzero(owner == -2)
+        if len(unknown):
+            row = int(unknown[0])
+            name = table.name(row)
+            raise InvalidSnapshot(
+                f"bundle {name} is owned by unknown broker {table.owner_name(row)!r}",
+                field=f"bundles[{name}].owner",
             )
+        # Rows grouped by owner: owner p's rows are by_owner[starts[p + 1]:starts[p + 2]], the
+        # unowned ones by_owner[starts[0]:starts[1]].
+        by_owner = np.argsort(owner, kind="stable")
+        starts = np.searchsorted(owner[by_owner], np.arange(-1, len(ordered) + 1))
+        object.__setattr__(self, "_owner", owner)
+        object.__setattr__(self, "_position", position)
+        object.__setattr__(self, "_by_owner", (by_owner, starts))
+        object.__setattr__(self, "_unowned", tuple(table.names_at(by_owner[: starts[1]])))
         arrays = {
             r: (
                 np.asarray([getattr(b, r).usage for b in ordered.values()], dtype=np.float32),
@@ -99,29 +88,65 @@ class ClusterSnapshot:
             )
             for r in RESOURCES
         }
-        object.__setattr__(self, "_owner_counts", owner_counts)
-        object.__setattr__(self, "_namespaces_by_owner", namespaces_by_owner)
-        object.__setattr__(self, "_long_term_rate", long_term)
         object.__setattr__(self, "_percents", {r: percent_float32(*arrays[r]) for r in RESOURCES})
-        object.__setattr__(self, "_usage_cache", {})
-        object.__setattr__(self, "_reported", self._reported_by_throughput(ordered))
+        object.__setattr__(self, "_cache", {})
+
+    @property
+    def table(self) -> BundleTable:
+        """The bundles as columns (the same object as ``bundles``)."""
+        return self.bundles  # type: ignore[return-value]
+
+    def _cached(self, key: object, build: Callable[[], T]) -> T:
+        cache = self._cache  # type: ignore[attr-defined]
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]  # type: ignore[no-any-return]
+
+    def _owned_rows(self, broker: str) -> np.ndarray:
+        by_owner, starts = self._by_owner  # type: ignore[attr-defined]
+        index = self._position.get(broker)  # type: ignore[attr-defined]
+        if index is None:
+            return by_owner[:0]  # type: ignore[no-any-return]
+        return by_owner[starts[index + 1] : starts[index + 2]]  # type: ignore[no-any-return]
+
+    def _namespace_owners(self) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+        """Owned rows' owner positions grouped by namespace: (namespace -> index, owners,
+        starts)."""
+
+        def build() -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+            owner = self._owner  # type: ignore[attr-defined]
+            owned = np.flatnonzero(owner >= 0)
+            namespace = self.table.namespace[owned]
+            order = np.argsort(namespace, kind="stable")
+            starts = np.searchsorted(namespace[order], np.arange(len(self.table.namespaces) + 1))
+            index = {name: i for i, name in enumerate(self.table.namespaces)}
+            return index, owner[owned][order], starts
+
+        return self._cached("namespace_owners", build)
 
     def bundle_counts(self, namespace: str) -> Counter[str]:
         """Owner -> number of the namespace's bundles it owns."""
-        return self._owner_counts.get(namespace, Counter())  # type: ignore[attr-defined, no-any-return]
+
+        def build() -> Counter[str]:
+            positions = self.bundle_owner_positions(namespace)
+            names = list(self.brokers)
+            counts = np.bincount(positions, minlength=len(names))
+            return Counter({names[i]: int(counts[i]) for i in np.flatnonzero(counts).tolist()})
+
+        return self._cached(("bundle_counts", namespace), build)
 
     def bundle_owner_positions(self, namespace: str) -> np.ndarray:
         """The owner of each owned bundle of ``namespace``, as broker positions (name order)."""
-        index = self._namespace_ids.get(namespace)  # type: ignore[attr-defined]
-        owners, starts = self._owners_by_namespace  # type: ignore[attr-defined]
-        if index is None:
-            return owners[:0]  # type: ignore[no-any-return]
-        return owners[starts[index] : starts[index + 1]]  # type: ignore[no-any-return]
+        index, owners, starts = self._namespace_owners()
+        i = index.get(namespace)
+        if i is None:
+            return owners[:0]
+        return owners[starts[i] : starts[i + 1]]
 
     def owned_by(self, broker: str) -> list[str]:
         """The bundles whose ``owner`` is ``broker`` (ownership, not the broker's report), in the
         snapshot's bundle order."""
-        return self._owned.get(broker, [])  # type: ignore[attr-defined, no-any-return]
+        return self.table.names_at(self._owned_rows(broker))
 
     @property
     def unowned(self) -> tuple[str, ...]:
@@ -130,23 +155,62 @@ class ClusterSnapshot:
 
     def namespaces_owned_by(self, broker: str) -> set[str]:
         """Namespaces of which ``broker`` owns at least one bundle."""
-        return self._namespaces_by_owner.get(broker, set())  # type: ignore[attr-defined, no-any-return]
+
+        def build() -> set[str]:
+            namespaces = self.table.namespaces
+            found = np.unique(self.table.namespace[self._owned_rows(broker)]).tolist()
+            return {namespaces[i] for i in found}
+
+        return self._cached(("namespaces_owned_by", broker), build)
+
+    def _reported(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every broker's reported bundles that the snapshot knows, as table rows grouped by
+        broker (name order): (rows, broker positions)."""
+
+        def build() -> tuple[np.ndarray, np.ndarray]:
+            table = self.table
+            rows: list[np.ndarray] = []
+            groups: list[np.ndarray] = []
+            for index, broker in enumerate(self.brokers.values()):
+                reported = broker.bundles
+                if isinstance(reported, BundleNames) and reported.table is table:
+                    found = reported.rows
+                else:
+                    found = np.asarray(
+                        [r for r in map(table.row, reported) if r is not None], dtype=np.int64
+                    )
+                rows.append(found)
+                groups.append(np.full(len(found), index, dtype=np.int64))
+            if not rows:
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            return np.concatenate(rows), np.concatenate(groups)
+
+        return self._cached("reported", build)
 
     def long_term_msg_rate(self, broker: str) -> float:
         """Σ long-term msgRateIn + msgRateOut (msg/s) of the bundles the broker reports."""
-        return self._long_term_rate[broker]  # type: ignore[attr-defined, no-any-return]
+
+        def build() -> dict[str, float]:
+            rows, groups = self._reported()
+            rates = self.table.long_term[rows, 0] + self.table.long_term[rows, 1]
+            totals = np.bincount(groups, weights=rates, minlength=len(self.brokers))
+            return dict(zip(self.brokers, totals.tolist(), strict=True))
+
+        totals: dict[str, float] = self._cached("long_term_msg_rate", build)
+        return totals[broker]
 
     def weighted_usage(self, weights: ResourceWeights) -> dict[str, float]:
         """Every broker's weighted max usage (fraction), the same figure as
         ``BrokerLoad.weighted_max_usage``, computed for all brokers at once."""
-        cache = self._usage_cache  # type: ignore[attr-defined]
-        if weights not in cache:
+
+        def build() -> dict[str, float]:
             p = self._percents  # type: ignore[attr-defined]
             weighted = (
                 np.max(np.vstack([p[r] * getattr(weights, r) for r in RESOURCES]), axis=0) / 100.0
             )
-            cache[weights] = dict(zip(self.brokers, weighted.tolist(), strict=True))
-        return cache[weights]  # type: ignore[no-any-return]
+            return dict(zip(self.brokers, weighted.tolist(), strict=True))
+
+        return self._cached(("weighted_usage", weights), build)
 
     def percents(self, resource: str) -> dict[str, float]:
         """Every broker's usage of one resource (``cpu``, ``memory``, ...) in percent, float32
@@ -154,45 +218,33 @@ class ClusterSnapshot:
         values = self._percents[resource].tolist()  # type: ignore[attr-defined]
         return dict(zip(self.brokers, values, strict=True))
 
-    def _reported_by_throughput(
-        self, ordered: Mapping[str, BrokerLoad]
-    ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    def _by_throughput(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every broker's reported, known bundles, grouped by broker and ordered by descending
-        short-term throughput then name, as flat columns (built once, with the snapshot)."""
-        names: list[str] = []
-        groups: list[int] = []
-        for index, broker in enumerate(ordered.values()):
-            known = [b for b in broker.bundles if b in self.bundles]
-            names += known
-            groups += [index] * len(known)
-        count = len(names)
-        throughputs = np.fromiter(
-            (self.bundles[n].short_term.throughput for n in names), dtype=np.float64, count=count
-        )
-        unloaded = self.recently_unloaded
-        unloaded_at = np.fromiter(
-            (unloaded.get(n, np.nan) for n in names), dtype=np.float64, count=count
-        )
-        name_rank = np.asarray(
-            np.unique(np.asarray(names, dtype=object), return_inverse=True)[1] if names else [],
-            dtype=np.int64,
-        )
-        order = np.lexsort((name_rank, -throughputs, np.asarray(groups, dtype=np.int64)))
-        starts = np.searchsorted(
-            np.asarray(groups, dtype=np.int64)[order], np.arange(len(ordered) + 1)
-        )
-        position = {name: i for i, name in enumerate(ordered)}
-        sorted_names = [names[i] for i in order.tolist()]
-        return sorted_names, throughputs[order], unloaded_at[order], starts, position
+        short-term throughput then name: (rows, throughputs, unload times, starts)."""
+
+        def build() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            table = self.table
+            rows, groups = self._reported()
+            throughputs = table.short_term[rows, 2] + table.short_term[rows, 3]
+            unloaded = np.full(len(table), np.nan)
+            for name, at in self.recently_unloaded.items():
+                row = table.row(name)
+                if row is not None:
+                    unloaded[row] = at
+            order = np.lexsort((*table.name_order_keys(rows), -throughputs, groups))
+            starts = np.searchsorted(groups[order], np.arange(len(self.brokers) + 1))
+            return rows[order], throughputs[order], unloaded[rows[order]], starts
+
+        return self._cached("by_throughput", build)
 
     def bundles_by_throughput(self, broker: str) -> tuple[list[str], np.ndarray, np.ndarray]:
         """The bundles ``broker`` reports that the snapshot knows, by descending short-term
         throughput (ties by name): (names, throughputs in bytes/s, unload times in s since
         epoch or NaN)."""
-        names, throughputs, unloaded_at, starts, position = self._reported  # type: ignore[attr-defined]
-        index = position[broker]
+        rows, throughputs, unloaded_at, starts = self._by_throughput()
+        index = self._position[broker]  # type: ignore[attr-defined]
         lo, hi = int(starts[index]), int(starts[index + 1])
-        return names[lo:hi], throughputs[lo:hi], unloaded_at[lo:hi]
+        return self.table.names_at(rows[lo:hi]), throughputs[lo:hi], unloaded_at[lo:hi]
 
     def without_brokers(self, gone: Iterable[str]) -> ClusterSnapshot:
         """The snapshot as it is once ``gone`` brokers have left: they are absent and the
@@ -200,13 +252,17 @@ class ClusterSnapshot:
         gone_set = set(gone)
         if not gone_set:
             return self
-        bundles = dict(self.bundles)
-        for broker in gone_set:
-            for name in self.owned_by(broker):
-                bundles[name] = replace(bundles[name], owner=None)
+        table = self.table
+        gone_codes = [i for i, name in enumerate(table.owners) if name in gone_set]
+        owner = np.where(np.isin(table.owner, gone_codes), -1, table.owner)
         brokers = {n: b for n, b in self.brokers.items() if n not in gone_set}
         return ClusterSnapshot(
-            self.now, brokers, bundles, self.namespaces, self.recently_unloaded, self.recent_moves
+            self.now,
+            brokers,
+            table.with_owners(owner, table.owners),
+            self.namespaces,
+            self.recently_unloaded,
+            self.recent_moves,
         )
 
     def moves_since(self, since: Seconds) -> int:

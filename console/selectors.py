@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
+import psycopg
 from django.conf import settings
+from django.db import connection
+from django.db.models import Field
+from psycopg.abc import Buffer
 
+from balancer.bundle_table import BundleNames, BundleTable
 from balancer.config import PulsarConfig
 from balancer.cycle import CycleConfig, Strategies
 from balancer.danube.config import DanubeConfig
-from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage
+from balancer.load import BrokerLoad, MessageRates, ResourceUsage
 from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
@@ -46,7 +54,7 @@ def rates_to_json(rates: MessageRates) -> dict[str, float]:
 
 
 def broker_load_from_report(
-    broker: Broker, report: LoadReport | None, bundles: tuple[str, ...]
+    broker: Broker, report: LoadReport | None, bundles: Sequence[str]
 ) -> BrokerLoad:
     """The balancer's view of a broker from its newest load report (zeros if it never reported)."""
     domain = broker.failure_domain.name if broker.failure_domain else ""
@@ -82,50 +90,133 @@ def broker_load_from_report(
     )
 
 
+# The bundle columns a snapshot reads, in ``BundleTable`` order after the first four.
+_BUNDLE_FIELDS = (
+    "namespace",
+    "lower",
+    "upper",
+    "owner",
+    *SHORT_COLUMNS,
+    *LONG_COLUMNS,
+    "topics",
+    "producers",
+    "consumers",
+)
+
+
+def _bundle_rows() -> np.ndarray:
+    """Every bundle as one float64 row of ``_BUNDLE_FIELDS`` (owner -1 when none), shape (n, 15).
+
+    Read with the driver, not the ORM: on PostgreSQL as one float8 array per column, received in
+    binary and read by NumPy; elsewhere streamed from the driver's rows into one array (ids, hash
+    points and counts are exact in float64)."""
+    quote = connection.ops.quote_name
+    columns = []
+    for name in _BUNDLE_FIELDS:
+        field = Bundle._meta.get_field(name)
+        assert isinstance(field, Field)
+        assert field.column is not None
+        column = quote(field.column)
+        columns.append(f"COALESCE({column}, -1)" if name == "owner" else column)
+    table = quote(Bundle._meta.db_table)
+    if connection.vendor == "postgresql":
+        return _postgresql_columns(columns, table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {', '.join(columns)} FROM {table}")
+        # Streamed from the driver's cursor (Django's wrapper adds a generator step per row),
+        # each row freed as soon as it is copied.
+        flat = np.fromiter(itertools.chain.from_iterable(cursor.cursor), dtype=np.float64)
+    return flat.reshape(-1, len(columns))
+
+
+def _postgresql_columns(columns: list[str], table: str) -> np.ndarray:
+    """``SELECT array_agg(column::float8), ...`` in one scan, each array parsed by NumPy."""
+    select = ", ".join(f"array_agg(CAST({c} AS DOUBLE PRECISION))" for c in columns)
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.adapters.register_loader(FLOAT8_ARRAY_OID, _Float8ArrayLoader)
+        cursor.execute(f"SELECT {select} FROM {table}", binary=True)
+        arrays = cursor.fetchone()
+    if arrays is None or arrays[0] is None:  # no bundles at all
+        return np.zeros((0, len(columns)))
+    return np.column_stack(arrays)
+
+
+FLOAT8_ARRAY_OID = 1022  # PostgreSQL's float8[]
+
+
+class _Float8ArrayLoader(psycopg.adapt.Loader):
+    """A binary float8[] without NULLs -> a float64 NumPy array (psycopg loader protocol).
+
+    The format: ndim, has-null flag, element type (4 bytes each), then per dimension its length
+    and lower bound (4 + 4), then per element a 4-byte length and 8 big-endian bytes."""
+
+    format = psycopg.pq.Format.BINARY
+
+    def load(self, data: Buffer) -> np.ndarray:
+        view = memoryview(data)
+        ndim = int.from_bytes(view[0:4], "big")
+        if ndim == 0:
+            return np.zeros(0)
+        count = int.from_bytes(view[12:16], "big")
+        element = np.dtype([("length", ">i4"), ("value", ">f8")])
+        records = np.frombuffer(view[12 + 8 * ndim :], dtype=element, count=count)
+        return records["value"].astype(np.float64)
+
+
+def _codes(ids: np.ndarray, known: list[int]) -> np.ndarray:
+    """Database ids -> positions in ``known`` (ascending ids); -1 for an id not there."""
+    keys = np.asarray(known, dtype=np.int64)
+    at = np.searchsorted(keys, ids)
+    clipped = np.minimum(at, max(len(keys) - 1, 0))
+    found = (at < len(keys)) & (keys[clipped] == ids) if len(keys) else np.zeros(len(ids), bool)
+    return np.where(found, at, -1)
+
+
 def cluster_snapshot_get(*, now: datetime) -> ClusterSnapshot:
-    """Everything a decision may read: brokers' newest reports, bundle loads and owners, the
-    namespaces' policies and the recently unloaded bundles (unload time, s since epoch)."""
-    namespace_rows = list(Namespace.objects.values_list("id", "name", "anti_affinity_group"))
-    namespace_names = {pk: name for pk, name, _ in namespace_rows}
-    broker_rows = list(Broker.objects.select_related("latest_report", "failure_domain"))
-    broker_names = {b.pk: b.name for b in broker_rows}
-    owned: dict[str, list[str]] = {b.name: [] for b in broker_rows}
-    bundle_loads: dict[str, BundleLoad] = {}
-    recently_unloaded: dict[str, float] = {}
-    # Plain rows, not model instances: a million bundles are a million tuples.
-    rows = Bundle.objects.values_list(
-        "namespace_id",
-        "lower",
-        "upper",
-        "owner_id",
-        *SHORT_COLUMNS,
-        *LONG_COLUMNS,
-        "topics",
-        "producers",
-        "consumers",
-        "last_unloaded_at",
-    ).order_by("namespace_id", "lower")
-    for row in rows.iterator(chunk_size=20_000):
-        ns, lower, upper, owner_id = row[:4]
-        name = f"{namespace_names[ns]}/0x{lower:08x}_0x{upper:08x}"
-        owner = broker_names.get(owner_id) if owner_id is not None else None
-        if owner is not None:
-            owned[owner].append(name)
-        bundle_loads[name] = BundleLoad(
-            name,
-            owner,
-            MessageRates(row[4], row[5], row[6], row[7]),
-            MessageRates(row[8], row[9], row[10], row[11]),
-            row[12],
-            row[13],
-            row[14],
-        )
-        moved = row[15]
-        if moved is not None:
-            recently_unloaded[name] = moved.timestamp()
+    """Everything a decision may read: brokers' newest reports, bundle loads and owners (as
+    columns: a ``BundleTable``), the namespaces' policies and the recently unloaded bundles
+    (unload time, s since epoch)."""
+    rows = _bundle_rows()
+    # Read after the bundles: a namespace or broker deleted meanwhile drops its rows (the
+    # bundles of a deleted broker are unowned by now).
+    namespace_rows = list(
+        Namespace.objects.order_by("id").values_list("id", "name", "anti_affinity_group")
+    )
+    broker_rows = list(
+        Broker.objects.select_related("latest_report", "failure_domain").order_by("id")
+    )
+    namespace = _codes(rows[:, 0].astype(np.int64), [pk for pk, _, _ in namespace_rows])
+    rows = rows[namespace >= 0]
+    namespace = namespace[namespace >= 0]
+    owner_ids = rows[:, 3].astype(np.int64)
+    owner = np.where(owner_ids >= 0, _codes(owner_ids, [b.pk for b in broker_rows]), -1)
+    table = BundleTable(
+        namespaces=[name for _, name, _ in namespace_rows],
+        namespace=namespace,
+        lower=rows[:, 1].astype(np.int64),
+        upper=rows[:, 2].astype(np.int64),
+        owners=[b.name for b in broker_rows],
+        owner=owner,
+        short_term=rows[:, 4:8],
+        long_term=rows[:, 8:12],
+        counts=rows[:, 12:15].astype(np.int64),
+    )
+    by_owner = np.argsort(table.owner, kind="stable")
+    starts = np.searchsorted(table.owner[by_owner], np.arange(len(broker_rows) + 1))
     brokers = {
-        b.name: broker_load_from_report(b, b.latest_report, tuple(owned[b.name]))
-        for b in broker_rows
+        b.name: broker_load_from_report(
+            b, b.latest_report, BundleNames(table, by_owner[starts[i] : starts[i + 1]])
+        )
+        for i, b in enumerate(broker_rows)
+    }
+    namespace_names = {pk: name for pk, name, _ in namespace_rows}
+    recently_unloaded = {
+        f"{namespace_names[ns]}/0x{lower:08x}_0x{upper:08x}": at.timestamp()
+        for ns, lower, upper, at in Bundle.objects.filter(last_unloaded_at__isnull=False)
+        .order_by()
+        .values_list("namespace_id", "lower", "upper", "last_unloaded_at")
+        if ns in namespace_names and at is not None
     }
     namespaces = {name: NamespacePolicy(name, group or None) for _, name, group in namespace_rows}
     # Every move of the last hour, one per move (a split's children are not moves).
@@ -135,7 +226,7 @@ def cluster_snapshot_get(*, now: datetime) -> ClusterSnapshot:
     return ClusterSnapshot(
         now=now.timestamp(),
         brokers=brokers,
-        bundles=bundle_loads,
+        bundles=table,
         namespaces=namespaces,
         recently_unloaded=recently_unloaded,
         recent_moves=tuple(at.timestamp() for at in moves),
