@@ -35,6 +35,7 @@ class BundleTable(Mapping[str, BundleLoad]):
     __slots__ = (
         "_index",
         "_keys",
+        "_loads",
         "_names",
         "_namespace_index",
         "counts",
@@ -94,6 +95,7 @@ class BundleTable(Mapping[str, BundleLoad]):
         self._index: dict[str, int] | None = None
         self._keys: np.ndarray | None = None
         self._namespace_index: dict[str, int] | None = None
+        self._loads: dict[int, BundleLoad] = {}
 
     @classmethod
     def from_loads(cls, loads: Iterable[BundleLoad]) -> BundleTable:
@@ -156,10 +158,18 @@ class BundleTable(Mapping[str, BundleLoad]):
 
     def row(self, name: str) -> int | None:
         """The row of bundle ``name``, None when the table has no such bundle."""
-        if self._names is not None:
-            if self._index is None:
-                self._index = {n: i for i, n in enumerate(self._names)}
-            return self._index.get(name)
+        if self._index is None:
+            self._index = {} if self._names is None else {n: i for i, n in enumerate(self._names)}
+        found = self._index.get(name)
+        if found is not None or self._names is not None:
+            return found
+        found = self._search(name)
+        if found is not None:
+            self._index[name] = found
+        return found
+
+    def _search(self, name: str) -> int | None:
+        """Binary search of a canonical name on (namespace, lower)."""
         if self._keys is None:
             self._keys = np.left_shift(self.namespace, 32) | self.lower
             self._namespace_index = {n: i for i, n in enumerate(self.namespaces)}
@@ -183,11 +193,14 @@ class BundleTable(Mapping[str, BundleLoad]):
         return None if code < 0 else self.owners[code]
 
     def load(self, row: int) -> BundleLoad:
-        """Row ``row`` as a ``BundleLoad``."""
+        """Row ``row`` as a ``BundleLoad`` (built once, then remembered)."""
+        found = self._loads.get(row)
+        if found is not None:
+            return found
         s = self.short_term[row].tolist()
         lt = self.long_term[row].tolist()
         topics, producers, consumers = self.counts[row].tolist()
-        return BundleLoad(
+        found = BundleLoad(
             self.name(row),
             self.owner_name(row),
             MessageRates(*s),
@@ -196,14 +209,22 @@ class BundleTable(Mapping[str, BundleLoad]):
             producers,
             consumers,
         )
+        self._loads[row] = found
+        return found
+
+    @property
+    def has_names(self) -> bool:
+        """Whether the names were given (else they are canonical, formatted when read)."""
+        return self._names is not None
 
     def name_order_keys(self, rows: np.ndarray) -> tuple[np.ndarray, ...]:
         """Sort keys (least significant first, as ``np.lexsort`` takes them) that order ``rows``
         by bundle name."""
         if self._names is not None:
-            given = np.asarray(self._names, dtype=object)[rows]
-            rank = np.unique(given, return_inverse=True)[1] if len(given) else rows[:0]
-            return (np.asarray(rank, dtype=np.int64).reshape(-1),)
+            given = self._names
+            rank = np.empty(len(given), dtype=np.int64)
+            rank[sorted(range(len(given)), key=given.__getitem__)] = np.arange(len(given))
+            return (rank[rows],)
         # "ns/" sorts before "ns-x/" and "ns1/" exactly as the whole names do; the fixed-width hex
         # ranges sort as their numbers.
         ranked = sorted(range(len(self.namespaces)), key=lambda i: self.namespaces[i] + "/")
@@ -218,6 +239,7 @@ class BundleTable(Mapping[str, BundleLoad]):
             setattr(table, slot, getattr(self, slot))
         table.owner = np.asarray(owner, dtype=np.int64)
         table.owners = tuple(owners)
+        table._loads = {}
         return table
 
     # -- Mapping --------------------------------------------------------------------------------

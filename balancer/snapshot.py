@@ -90,6 +90,11 @@ class ClusterSnapshot:
         }
         object.__setattr__(self, "_percents", {r: percent_float32(*arrays[r]) for r in RESOURCES})
         object.__setattr__(self, "_cache", {})
+        # The indexes every cycle reads, built with the snapshot (each vectorised over the table).
+        self._namespace_owners()
+        self._by_throughput()
+        if ordered:
+            self.long_term_msg_rate(next(iter(ordered)))
 
     @property
     def table(self) -> BundleTable:
@@ -218,11 +223,14 @@ class ClusterSnapshot:
         values = self._percents[resource].tolist()  # type: ignore[attr-defined]
         return dict(zip(self.brokers, values, strict=True))
 
-    def _by_throughput(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _by_throughput(
+        self,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str] | None]:
         """Every broker's reported, known bundles, grouped by broker and ordered by descending
-        short-term throughput then name: (rows, throughputs, unload times, starts)."""
+        short-term throughput then name: (rows, throughputs, unload times, starts, and the
+        names in that order when the table has them)."""
 
-        def build() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        def build() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str] | None]:
             table = self.table
             rows, groups = self._reported()
             throughputs = table.short_term[rows, 2] + table.short_term[rows, 3]
@@ -233,7 +241,9 @@ class ClusterSnapshot:
                     unloaded[row] = at
             order = np.lexsort((*table.name_order_keys(rows), -throughputs, groups))
             starts = np.searchsorted(groups[order], np.arange(len(self.brokers) + 1))
-            return rows[order], throughputs[order], unloaded[rows[order]], starts
+            rows = rows[order]
+            names = table.names_at(rows) if table.has_names else None
+            return rows, throughputs[order], unloaded[rows], starts, names
 
         return self._cached("by_throughput", build)
 
@@ -241,9 +251,11 @@ class ClusterSnapshot:
         """The bundles ``broker`` reports that the snapshot knows, by descending short-term
         throughput (ties by name): (names, throughputs in bytes/s, unload times in s since
         epoch or NaN)."""
-        rows, throughputs, unloaded_at, starts = self._by_throughput()
+        rows, throughputs, unloaded_at, starts, names = self._by_throughput()
         index = self._position[broker]  # type: ignore[attr-defined]
         lo, hi = int(starts[index]), int(starts[index + 1])
+        if names is not None:
+            return names[lo:hi], throughputs[lo:hi], unloaded_at[lo:hi]
         return self.table.names_at(rows[lo:hi]), throughputs[lo:hi], unloaded_at[lo:hi]
 
     def without_brokers(self, gone: Iterable[str]) -> ClusterSnapshot:
