@@ -32,6 +32,7 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 run: setup
+run: export FULCRUM_DEMO = 1
 	mkdir -p var
 	$(BIN)/python manage.py migrate --noinput -v0
 	$(BIN)/python manage.py seed_demo

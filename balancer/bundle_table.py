@@ -168,11 +168,16 @@ class BundleTable(Mapping[str, BundleLoad]):
             self._index[name] = found
         return found
 
-    def _search(self, name: str) -> int | None:
-        """Binary search of a canonical name on (namespace, lower)."""
+    def _sorted_keys(self) -> np.ndarray:
+        """namespace << 32 | lower of every row, ascending (canonical rows are sorted)."""
         if self._keys is None:
             self._keys = np.left_shift(self.namespace, 32) | self.lower
             self._namespace_index = {n: i for i, n in enumerate(self.namespaces)}
+        return self._keys
+
+    def _search(self, name: str) -> int | None:
+        """Binary search of a canonical name on (namespace, lower)."""
+        self._sorted_keys()
         namespace, _, hash_range = name.rpartition("/")
         ns = self._namespace_index.get(namespace)  # type: ignore[union-attr]
         try:
@@ -182,10 +187,36 @@ class BundleTable(Mapping[str, BundleLoad]):
         if ns is None:
             return None
         key = (ns << 32) | lower
-        row = int(np.searchsorted(self._keys, key))
-        if row < len(self._keys) and int(self._keys[row]) == key and self.name(row) == name:
+        keys = self._sorted_keys()
+        row = int(np.searchsorted(keys, key))
+        if row < len(keys) and int(keys[row]) == key and self.name(row) == name:
             return row
         return None
+
+    def rows_of(self, namespace: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        """The rows of many canonical bundles at once (namespace indexes and hash ranges), -1
+        for a bundle the table does not have.
+
+        Raises:
+            ValueError: the table's names are given, not canonical.
+        """
+        if self._names is not None:
+            raise ValueError("rows_of needs a table of canonical names")
+        keys = self._sorted_keys()
+        wanted = np.left_shift(np.asarray(namespace, dtype=np.int64), 32) | np.asarray(
+            lower, dtype=np.int64
+        )
+        at = np.searchsorted(keys, wanted)
+        clipped = np.minimum(at, max(len(keys) - 1, 0))
+        if not len(keys):
+            return np.full(len(wanted), -1, dtype=np.int64)
+        found = (
+            (at < len(keys))
+            & (keys[clipped] == wanted)
+            & (self.upper[clipped] == np.asarray(upper, dtype=np.int64))
+            & (np.asarray(namespace) >= 0)
+        )
+        return np.where(found, clipped, -1)
 
     def owner_name(self, row: int) -> str | None:
         """The owner of row ``row``, None when unowned."""

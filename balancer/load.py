@@ -195,3 +195,20 @@ def time_average(
         fold(old.msg_throughput_in, new.msg_throughput_in),
         fold(old.msg_throughput_out, new.msg_throughput_out),
     )
+
+
+def time_average_columns(
+    old: np.ndarray, new: np.ndarray, samples: np.ndarray, max_samples: int
+) -> np.ndarray:
+    """``time_average`` for many bundles at once, with the same float64 arithmetic.
+
+    Args:
+        old, new: (n, k) averages so far and new samples (msg/s, bytes/s).
+        samples: (n,) samples folded in so far.
+        max_samples: 10 for short-term data, 1000 for long-term.
+
+    Source: Pulsar TimeAverageMessageData.update (PULSAR.md §0.2).
+    """
+    n = np.minimum(np.asarray(samples, dtype=np.int64) + 1, max_samples).astype(np.float64)
+    n = n.reshape(-1, 1)
+    return ((n - 1) * old + new) / n  # type: ignore[no-any-return]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -10,15 +11,8 @@ from django.db import models
 from balancer.bundles import Bundle as BundleValue
 from balancer.bundles import BundleRange
 
-# Wire key -> column suffix of Bundle's rate columns.
-RATE_COLUMNS = {
-    "msgRateIn": "msg_rate_in",
-    "msgRateOut": "msg_rate_out",
-    "msgThroughputIn": "throughput_in_bytes_per_s",
-    "msgThroughputOut": "throughput_out_bytes_per_s",
-}
-SHORT_COLUMNS = [f"short_{c}" for c in RATE_COLUMNS.values()]
-LONG_COLUMNS = [f"long_{c}" for c in RATE_COLUMNS.values()]
+# The rate keys of a bundle's averages, in the live load store's column order.
+RATE_KEYS = ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut")
 
 
 class Cluster(models.Model):
@@ -44,8 +38,8 @@ class FailureDomain(models.Model):
 
 
 class Broker(models.Model):
-    """A serving node that owns bundles. Its latest resource figures are denormalised from the
-    newest load report for the dashboard and the snapshot."""
+    """A serving node that owns bundles. Its newest load report lives in the live load store
+    (``console.loadstore``); ``LoadReport`` rows are its history."""
 
     class State(models.TextChoices):
         ACTIVE = "active"
@@ -58,9 +52,6 @@ class Broker(models.Model):
         FailureDomain, null=True, blank=True, on_delete=models.SET_NULL, related_name="brokers"
     )
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
-    latest_report = models.ForeignKey(
-        "LoadReport", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
 
     class Meta:
         ordering = ["name"]
@@ -107,20 +98,9 @@ class Bundle(models.Model):
         Broker, null=True, blank=True, on_delete=models.SET_NULL, related_name="bundles"
     )
     last_unloaded_at = models.DateTimeField(null=True, blank=True)
-    # Short- and long-term averages as columns (a snapshot reads a million rows as plain
-    # numbers): msg rates in msg/s, throughputs in bytes/s.
-    short_msg_rate_in = models.FloatField(default=0.0)
-    short_msg_rate_out = models.FloatField(default=0.0)
-    short_throughput_in_bytes_per_s = models.FloatField(default=0.0)
-    short_throughput_out_bytes_per_s = models.FloatField(default=0.0)
-    long_msg_rate_in = models.FloatField(default=0.0)
-    long_msg_rate_out = models.FloatField(default=0.0)
-    long_throughput_in_bytes_per_s = models.FloatField(default=0.0)
-    long_throughput_out_bytes_per_s = models.FloatField(default=0.0)
-    samples = models.PositiveIntegerField(default=0)
-    topics = models.PositiveIntegerField(default=0)
-    producers = models.PositiveIntegerField(default=0)
-    consumers = models.PositiveIntegerField(default=0)
+    # The live load store's figures for this bundle, when a selector attached them
+    # (``selectors.bundles_with_loads``); zeros otherwise. Not a column.
+    live: BundleLive | None = None
 
     class Meta:
         ordering = ["namespace__name", "lower"]
@@ -141,34 +121,45 @@ class Bundle(models.Model):
 
     @property
     def throughput_bytes_per_s(self) -> float:
-        """Short-term msgThroughputIn + msgThroughputOut."""
-        return self.short_throughput_in_bytes_per_s + self.short_throughput_out_bytes_per_s
+        """Short-term msgThroughputIn + msgThroughputOut (bytes/s)."""
+        rates = self.short_term
+        return rates["msgThroughputIn"] + rates["msgThroughputOut"]
 
     @property
     def short_term(self) -> dict[str, float]:
         """The short-term averages as ``{"msgRateIn", "msgRateOut", "msgThroughputIn",
         "msgThroughputOut"}`` (msg/s, bytes/s)."""
-        return self._rates("short")
-
-    @short_term.setter
-    def short_term(self, rates: dict[str, float]) -> None:
-        self._set_rates("short", rates)
+        return dict(zip(RATE_KEYS, self.live.short_term if self.live else _ZEROS, strict=True))
 
     @property
     def long_term(self) -> dict[str, float]:
         """The long-term averages, as ``short_term``."""
-        return self._rates("long")
+        return dict(zip(RATE_KEYS, self.live.long_term if self.live else _ZEROS, strict=True))
 
-    @long_term.setter
-    def long_term(self, rates: dict[str, float]) -> None:
-        self._set_rates("long", rates)
+    @property
+    def topics(self) -> int:
+        return self.live.counts[0] if self.live else 0
 
-    def _rates(self, term: str) -> dict[str, float]:
-        return {key: getattr(self, f"{term}_{column}") for key, column in RATE_COLUMNS.items()}
+    @property
+    def producers(self) -> int:
+        return self.live.counts[1] if self.live else 0
 
-    def _set_rates(self, term: str, rates: dict[str, float]) -> None:
-        for key, column in RATE_COLUMNS.items():
-            setattr(self, f"{term}_{column}", float(rates.get(key, 0.0)))
+    @property
+    def consumers(self) -> int:
+        return self.live.counts[2] if self.live else 0
+
+
+@dataclass(frozen=True)
+class BundleLive:
+    """A bundle's figures from the live load store: rates in ``RATE_KEYS`` order (msg/s,
+    bytes/s) and (topics, producers, consumers)."""
+
+    short_term: tuple[float, ...]
+    long_term: tuple[float, ...]
+    counts: tuple[int, int, int]
+
+
+_ZEROS = (0.0, 0.0, 0.0, 0.0)
 
 
 class LoadReport(models.Model):
@@ -268,6 +259,8 @@ class AuditEvent(models.Model):
         DRAIN = "drain"
         CONFIG = "config"
         REPORT = "report"
+        BROKER_STATE = "broker-state"
+        CREDENTIAL = "credential"
 
     at = models.DateTimeField(db_index=True)
     actor = models.ForeignKey(
@@ -327,3 +320,20 @@ class ReportRun(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+
+
+class BrokerCredential(models.Model):
+    """A broker's token, stored as its SHA-256 (tokens are 256-bit random, so a fast hash is
+    enough); a report or lookup made with it speaks only for ``broker``."""
+
+    broker = models.ForeignKey(Broker, on_delete=models.CASCADE, related_name="credentials")
+    token_sha256 = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)  # the token's first characters, to recognise it
+    created_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.broker.name} {self.prefix}…"

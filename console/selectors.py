@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -18,21 +21,21 @@ from balancer.bundle_table import BundleNames, BundleTable
 from balancer.config import PulsarConfig
 from balancer.cycle import CycleConfig, Strategies
 from balancer.danube.config import DanubeConfig
-from balancer.load import BrokerLoad, MessageRates, ResourceUsage
+from balancer.load import BrokerLoad, MessageRates
 from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 from balancer.stats import imbalance
-from balancer.wire import RATE_KEYS
+from balancer.wire import RATE_KEYS, parse_broker
+from console import loadstore
 from console.models import (
-    LONG_COLUMNS,
-    SHORT_COLUMNS,
     AuditEvent,
     BalancerConfig,
     Broker,
+    BrokerCredential,
     Bundle,
+    BundleLive,
     Cluster,
-    LoadReport,
     Namespace,
 )
 
@@ -53,59 +56,36 @@ def rates_to_json(rates: MessageRates) -> dict[str, float]:
     return {key: getattr(rates, attr) for key, attr in RATE_KEYS.items()}
 
 
-def broker_load_from_report(
-    broker: Broker, report: LoadReport | None, bundles: Sequence[str]
+def broker_load_from_document(name: str, doc: dict[str, Any]) -> BrokerLoad:
+    """A stored report (``loadstore.BrokerEntry.report``: CLI.md broker document with
+    ``reportedAt``) as the balancer's ``BrokerLoad``."""
+    load = parse_broker({**doc, "name": name}, "")
+    # The report's time is also Pulsar's BrokerLoadData.updatedAt (TransferShedder's TTL).
+    return replace(load, updated_at=load.reported_at)
+
+
+def broker_load_get(
+    broker: Broker, entry: loadstore.BrokerEntry | None, bundles: Sequence[str]
 ) -> BrokerLoad:
-    """The balancer's view of a broker from its newest load report (zeros if it never reported)."""
+    """The balancer's view of a broker: its newest report in the live store (zeros, and
+    ``reported_at`` None, if it never reported), its state and failure domain from the
+    metadata store, and ``bundles``."""
     domain = broker.failure_domain.name if broker.failure_domain else ""
-    if report is None:
+    if entry is None:
         return BrokerLoad(
             name=broker.name, failure_domain=domain, state=broker.state, bundles=bundles
         )
-    reported_at = report.reported_at.timestamp()
-    return BrokerLoad(
-        name=broker.name,
-        failure_domain=domain,
-        state=broker.state,
-        cpu=ResourceUsage(report.cpu_usage, report.cpu_limit),
-        memory=ResourceUsage(report.memory_usage_mib, report.memory_limit_mib),
-        direct_memory=ResourceUsage(report.direct_memory_usage_mib, report.direct_memory_limit_mib),
-        bandwidth_in=ResourceUsage(
-            report.bandwidth_in_usage_bytes_per_s, report.bandwidth_in_limit_bytes_per_s
-        ),
-        bandwidth_out=ResourceUsage(
-            report.bandwidth_out_usage_bytes_per_s, report.bandwidth_out_limit_bytes_per_s
-        ),
-        rates=MessageRates(
-            report.msg_rate_in,
-            report.msg_rate_out,
-            report.msg_throughput_in_bytes_per_s,
-            report.msg_throughput_out_bytes_per_s,
-        ),
-        bundles=bundles,
-        topics=report.topic_count,
-        reported_at=reported_at,
-        # The report's time is also Pulsar's BrokerLoadData.updatedAt (TransferShedder's TTL).
-        updated_at=reported_at,
-    )
+    load = broker_load_from_document(broker.name, entry.report)
+    return replace(load, failure_domain=domain, state=broker.state, bundles=bundles)
 
 
-# The bundle columns a snapshot reads, in ``BundleTable`` order after the first four.
-_BUNDLE_FIELDS = (
-    "namespace",
-    "lower",
-    "upper",
-    "owner",
-    *SHORT_COLUMNS,
-    *LONG_COLUMNS,
-    "topics",
-    "producers",
-    "consumers",
-)
+# The bundle columns a snapshot reads from the metadata store: ownership only (the loads are in
+# the live load store).
+_BUNDLE_FIELDS = ("namespace", "lower", "upper", "owner")
 
 
 def _bundle_rows() -> np.ndarray:
-    """Every bundle as one float64 row of ``_BUNDLE_FIELDS`` (owner -1 when none), shape (n, 15).
+    """Every bundle as one float64 row of ``_BUNDLE_FIELDS`` (owner -1 when none), shape (n, 4).
 
     Read with the driver, not the ORM: on PostgreSQL as one float8 array per column, received in
     binary and read by NumPy; elsewhere streamed from the driver's rows into one array (ids, hash
@@ -183,14 +163,14 @@ def cluster_snapshot_get(*, now: datetime) -> ClusterSnapshot:
     namespace_rows = list(
         Namespace.objects.order_by("id").values_list("id", "name", "anti_affinity_group")
     )
-    broker_rows = list(
-        Broker.objects.select_related("latest_report", "failure_domain").order_by("id")
-    )
-    namespace = _codes(rows[:, 0].astype(np.int64), [pk for pk, _, _ in namespace_rows])
+    broker_rows = list(Broker.objects.select_related("failure_domain").order_by("id"))
+    namespace_pks = [pk for pk, _, _ in namespace_rows]
+    namespace = _codes(rows[:, 0].astype(np.int64), namespace_pks)
     rows = rows[namespace >= 0]
     namespace = namespace[namespace >= 0]
     owner_ids = rows[:, 3].astype(np.int64)
     owner = np.where(owner_ids >= 0, _codes(owner_ids, [b.pk for b in broker_rows]), -1)
+    count = len(rows)
     table = BundleTable(
         namespaces=[name for _, name, _ in namespace_rows],
         namespace=namespace,
@@ -198,15 +178,31 @@ def cluster_snapshot_get(*, now: datetime) -> ClusterSnapshot:
         upper=rows[:, 2].astype(np.int64),
         owners=[b.name for b in broker_rows],
         owner=owner,
-        short_term=rows[:, 4:8],
-        long_term=rows[:, 8:12],
-        counts=rows[:, 12:15].astype(np.int64),
+        short_term=np.zeros((count, 4)),
+        long_term=np.zeros((count, 4)),
+        counts=np.zeros((count, 3), dtype=np.int64),
     )
+    entries = loadstore.entries_get([b.name for b in broker_rows])
+    for code, broker in enumerate(broker_rows):
+        entry = entries.get(broker.name)
+        if entry is None or not len(entry.bundles):
+            continue
+        records = entry.bundles
+        at = table.rows_of(
+            _codes(records["namespace"], namespace_pks), records["lower"], records["upper"]
+        )
+        # Only what the owner reports counts: a previous owner's entry may still hold a
+        # bundle that moved since.
+        mine = at >= 0
+        mine[mine] = table.owner[at[mine]] == code
+        table.short_term[at[mine]] = records["short"][mine]
+        table.long_term[at[mine]] = records["long"][mine]
+        table.counts[at[mine]] = records["counts"][mine]
     by_owner = np.argsort(table.owner, kind="stable")
     starts = np.searchsorted(table.owner[by_owner], np.arange(len(broker_rows) + 1))
     brokers = {
-        b.name: broker_load_from_report(
-            b, b.latest_report, BundleNames(table, by_owner[starts[i] : starts[i + 1]])
+        b.name: broker_load_get(
+            b, entries.get(b.name), BundleNames(table, by_owner[starts[i] : starts[i + 1]])
         )
         for i, b in enumerate(broker_rows)
     }
@@ -274,22 +270,28 @@ def broker_rankings() -> list[dict[str, Any]]:
     counts: dict[int, int] = {}
     for owner_id in Bundle.objects.filter(owner__isnull=False).values_list("owner_id", flat=True):
         counts[owner_id] = counts.get(owner_id, 0) + 1
-    for broker in Broker.objects.select_related("latest_report", "failure_domain"):
-        load = broker_load_from_report(broker, broker.latest_report, ())
-        report = broker.latest_report
+    brokers = list(Broker.objects.select_related("failure_domain"))
+    entries = loadstore.entries_get([b.name for b in brokers])
+    weights = pulsar_config_get().weights
+    for broker in brokers:
+        entry = entries.get(broker.name)
+        load = broker_load_get(broker, entry, ())
+        score = load.weighted_max_usage(weights) if entry is not None else 0.0
         rows.append(
             {
                 "name": broker.name,
                 "state": broker.state,
                 "failureDomain": load.failure_domain,
-                "score": round((report.weighted_usage_fraction if report else 0.0) * 100, 1),
+                "score": round(score * 100, 1),
                 "cpu": round(load.cpu.percent(), 1),
                 "bandwidthIn": round(load.bandwidth_in.percent(), 1),
                 "bandwidthOut": round(load.bandwidth_out.percent(), 1),
                 "bundles": counts.get(broker.pk, 0),
                 "throughput": load.rates.throughput,
                 "msgRate": load.rates.msg_rate,
-                "reportedAt": report.reported_at.isoformat() if report else None,
+                "reportedAt": (
+                    datetime.fromtimestamp(entry.reported_at, UTC).isoformat() if entry else None
+                ),
             }
         )
     rows.sort(key=lambda r: (r["score"], r["name"]))
@@ -303,3 +305,53 @@ def current_imbalance(rows: list[dict[str, Any]] | None = None) -> dict[str, flo
     rows = broker_rankings() if rows is None else rows
     spread = imbalance(r["score"] / 100 for r in rows if r["state"] == "active" and r["reportedAt"])
     return {"cv": spread.cv, "mean": spread.mean, "std": spread.std}
+
+
+def bundles_with_loads(bundles: Sequence[Bundle]) -> Sequence[Bundle]:
+    """Attach the live load store's figures (``Bundle.live``) to ``bundles``, each read from
+    its owner's entry; unowned or unreported bundles keep zeros. Returns ``bundles``."""
+    owners = sorted({b.owner.name for b in bundles if b.owner_id is not None and b.owner})
+    entries = loadstore.entries_get(owners)
+    found: dict[tuple[int, int, int, str], tuple[Any, ...]] = {}
+    for owner, entry in entries.items():
+        for record in entry.bundles:
+            key = (int(record["namespace"]), int(record["lower"]), int(record["upper"]), owner)
+            found[key] = (record["short"], record["long"], record["counts"])
+    for bundle in bundles:
+        if bundle.owner is None:
+            continue
+        hit = found.get((bundle.namespace_id, bundle.lower, bundle.upper, bundle.owner.name))
+        if hit is not None:
+            short, long, counts = hit
+            bundle.live = BundleLive(
+                tuple(short.tolist()), tuple(long.tolist()), tuple(counts.tolist())
+            )
+    return bundles
+
+
+# token SHA-256 -> (broker, monotonic expiry): a revoked token stops working within this long.
+_CREDENTIAL_CACHE_S = 2.0
+_credentials: dict[str, tuple[str | None, float]] = {}
+
+
+def credential_broker(token: str) -> str | None:
+    """The broker an active token belongs to, None for no such token (cached for 2 s)."""
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    now = time.monotonic()
+    hit = _credentials.get(digest)
+    if hit is not None and hit[1] > now:
+        return hit[0]
+    found = (
+        BrokerCredential.objects.filter(token_sha256=digest, revoked_at__isnull=True)
+        .values_list("broker__name", flat=True)
+        .first()
+    )
+    if len(_credentials) > 10_000:
+        _credentials.clear()
+    _credentials[digest] = (found, now + _CREDENTIAL_CACHE_S)
+    return found
+
+
+def credential_cache_clear() -> None:
+    """Forget cached token lookups (after a rotation or revocation in this process)."""
+    _credentials.clear()

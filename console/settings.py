@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("FULCRUM_VAR_DIR", BASE_DIR / "var"))
@@ -15,9 +16,37 @@ def _env_bool(name: str, default: bool) -> bool:
     return os.environ.get(name, str(default)).lower() in {"1", "true", "yes", "on"}
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "fulcrum-dev-only-secret-change-me")
-DEBUG = _env_bool("DJANGO_DEBUG", True)
-ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+# Demo mode (``make run``, the tests): a development secret key, local hosts and the shared
+# broker token. Anything else is the production profile: DJANGO_SECRET_KEY and
+# DJANGO_ALLOWED_HOSTS are required, and each broker has its own token (README "Production").
+FULCRUM_DEMO = _env_bool("FULCRUM_DEMO", False)
+
+
+def _required(name: str, demo_default: str) -> str:
+    value = os.environ.get(name, "")
+    if value:
+        return value
+    if FULCRUM_DEMO:
+        return demo_default
+    raise ImproperlyConfigured(f"{name} is required outside demo mode (FULCRUM_DEMO=1)")
+
+
+SECRET_KEY = _required("DJANGO_SECRET_KEY", "fulcrum-demo-only-secret-" + "x" * 40)
+DEBUG = _env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = _required("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+# Behind a TLS-terminating proxy: secure cookies, HSTS and the redirect to HTTPS.
+FULCRUM_HTTPS = _env_bool("FULCRUM_HTTPS", False)
+SECURE_SSL_REDIRECT = FULCRUM_HTTPS
+SESSION_COOKIE_SECURE = FULCRUM_HTTPS
+CSRF_COOKIE_SECURE = FULCRUM_HTTPS
+SECURE_HSTS_SECONDS = 31_536_000 if FULCRUM_HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = FULCRUM_HTTPS
+SECURE_HSTS_PRELOAD = FULCRUM_HTTPS
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if FULCRUM_HTTPS else None
+SESSION_COOKIE_HTTPONLY = True
+CSRF_TRUSTED_ORIGINS = [
+    o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o
+]
 
 INSTALLED_APPS = [
     "daphne",
@@ -30,18 +59,31 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "channels",
+    "axes",
     "console",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: counts failed logins and locks the account out.
+    "axes.middleware.AxesMiddleware",
 ]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login throttling (django-axes): 5 failures per username and address lock it for 15 minutes.
+AXES_FAILURE_LIMIT = int(os.environ.get("FULCRUM_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = 0.25  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
 
 ROOT_URLCONF = "console.urls"
 TEMPLATES = [
@@ -93,7 +135,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# Where ``collectstatic`` puts the files for production; unset, WhiteNoise serves them from the
+# apps' and STATICFILES_DIRS' folders.
+STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or None
+# WhiteNoise serves the static files with DEBUG off; from the finders, so no collectstatic is
+# needed for the demo (production may run it).
+WHITENOISE_USE_FINDERS = True
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
 CHANNEL_LAYERS = {
@@ -112,14 +159,22 @@ REST_FRAMEWORK = {
         "console.api.permissions.BrokerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": ["console.api.permissions.IsUser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {"TITLE": "Fulcrum API", "VERSION": "0.1.0"}
 
-# Brokers (and the simulator) authenticate load reports and lookups with this shared token.
-FULCRUM_BROKER_TOKEN = os.environ.get("FULCRUM_BROKER_TOKEN", "fulcrum-dev-broker-token")
+# Brokers authenticate with their own tokens (``manage.py broker_token``). Demo mode also takes
+# this shared token, which may speak for any broker (the simulator's).
+FULCRUM_BROKER_TOKEN = (
+    os.environ.get("FULCRUM_BROKER_TOKEN", "fulcrum-dev-broker-token") if FULCRUM_DEMO else ""
+)
+# The live load store's Redis keys start with this (the tests use their own).
+FULCRUM_LOAD_STORE_PREFIX = os.environ.get("FULCRUM_LOAD_STORE_PREFIX", "fulcrum:load:")
+# A load report body is at most this many bytes (413 above).
+FULCRUM_MAX_REPORT_BYTES = int(os.environ.get("FULCRUM_MAX_REPORT_BYTES", str(4 * 1024 * 1024)))
+DATA_UPLOAD_MAX_MEMORY_SIZE = FULCRUM_MAX_REPORT_BYTES + 1024
 # Every operator action is refused with 403 when set (a look-only console).
 FULCRUM_READ_ONLY = _env_bool("FULCRUM_READ_ONLY", False)
 # Parquet history of load reports, partitioned by date.
@@ -158,6 +213,7 @@ CELERY_BEAT_SCHEDULE = {
     "shedding-tick": {"task": "console.tasks.shedding_tick", "schedule": FULCRUM_TICK_INTERVAL_S},
     "history-flush": {"task": "console.tasks.history_flush", "schedule": FULCRUM_HISTORY_FLUSH_S},
     "report-runs-reap": {"task": "console.tasks.report_runs_reap", "schedule": 60.0},
+    "load-reports-fold": {"task": "console.tasks.load_reports_fold", "schedule": 5.0},
 }
 
 LOGGING = {

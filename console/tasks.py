@@ -8,6 +8,7 @@ from console.reports.submit import report_run_execute
 from console.services import shedding_tick_run
 from console.services.history import history_flush as history_flush_service
 from console.services.history import load_reports_prune
+from console.services.ingest import load_reports_fold as load_reports_fold_service
 from console.services.reports import report_runs_reap as report_runs_reap_service
 
 
@@ -16,6 +17,12 @@ def shedding_tick() -> int | None:
     """One shedding cycle (skipped when another worker holds the tick lock)."""
     decision = shedding_tick_run()
     return decision.pk if decision else None
+
+
+@shared_task(ignore_result=True)
+def load_reports_fold() -> int:
+    """Fold the live store's new load reports into LoadReport rows (the time series)."""
+    return load_reports_fold_service()
 
 
 @shared_task(ignore_result=True)

@@ -49,7 +49,9 @@ def namespaces(request: HttpRequest) -> HttpResponse:
 def namespace_bundles(request: HttpRequest, name: str) -> HttpResponse:
     """One namespace's bundles, their owners and load; Unload for operators."""
     namespace = get_object_or_404(Namespace, name=name)
-    bundles = list(namespace.bundles.select_related("owner").order_by("lower"))
+    bundles = selectors.bundles_with_loads(
+        list(namespace.bundles.select_related("owner").order_by("lower"))
+    )
     return render(
         request,
         "console/bundles.html",

@@ -31,8 +31,19 @@ if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
 
 
+# Bundle name -> the stats its owner's reports carry (``bundle_load``); emptied for each test.
+BUNDLE_LOADS: dict[str, dict] = {}
+
+
+def bundle_load(name: str, **stats) -> None:
+    """Make the owner's next reports carry these stats for bundle ``name`` (msgRateIn, ...,
+    msgThroughputOut in msg/s and bytes/s; topics, producers, consumers)."""
+    BUNDLE_LOADS[name] = {**BUNDLE_LOADS.get(name, {}), **stats}
+
+
 def report(name: str, cpu: float, *, bundles=(), throughput_mib: float = 0.0, stats=None, **extra):
-    """A valid load report for ``name`` with CPU at ``cpu`` % and the given owned bundles."""
+    """A valid load report for ``name`` with CPU at ``cpu`` % and the given owned bundles; their
+    stats are ``stats`` or what ``bundle_load`` set."""
     half = throughput_mib * MIB / 2
     return {
         "name": name,
@@ -46,9 +57,20 @@ def report(name: str, cpu: float, *, bundles=(), throughput_mib: float = 0.0, st
         "msgThroughputOut": half,
         "bundles": list(bundles),
         "topics": 10,
-        "bundleStats": stats or {},
+        "bundleStats": (
+            stats if stats is not None else {n: dict(BUNDLE_LOADS.get(n, {})) for n in bundles}
+        ),
         **extra,
     }
+
+
+def ingest(doc, *, as_broker=None):
+    """Ingest a load report document as the API would (its JSON body)."""
+    import json
+
+    from console.services.ingest import load_report_ingest
+
+    return load_report_ingest(json.dumps(doc).encode(), as_broker=as_broker)
 
 
 @pytest.fixture

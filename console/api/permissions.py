@@ -1,4 +1,5 @@
-"""Who may call what: brokers (shared token), logged-in users (read), operators (act)."""
+"""Who may call what: brokers (each its own token; the demo's shared token), logged-in users
+(read), operators (act)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,22 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
 from console.access import BROKER_AGENT_USERNAME, OPERATORS_GROUP, is_operator, may_act
+from console.selectors import credential_broker
 
-__all__ = ["OPERATORS_GROUP", "BrokerAgent", "IsBrokerAgent", "IsOperator", "is_operator"]
+__all__ = [
+    "OPERATORS_GROUP",
+    "BrokerAgent",
+    "IsBrokerAgent",
+    "IsOperator",
+    "IsUser",
+    "IsUserOrBroker",
+    "is_operator",
+]
 
 
 class BrokerAgent:
-    """The identity of a broker (or the simulator) that presented the broker token."""
+    """The identity of a broker that presented its token: ``broker`` is the broker it speaks
+    for, None for the demo's shared token (which may speak for any)."""
 
     is_authenticated = True
     is_active = True
@@ -23,12 +34,16 @@ class BrokerAgent:
     pk = None
     username = BROKER_AGENT_USERNAME
 
+    def __init__(self, broker: str | None) -> None:
+        self.broker = broker
+
     def get_username(self) -> str:
-        return self.username
+        return self.broker or self.username
 
 
 class BrokerTokenAuthentication(authentication.BaseAuthentication):
-    """``Authorization: Broker <FULCRUM_BROKER_TOKEN>``: brokers' load reports and lookups."""
+    """``Authorization: Broker <token>``: a broker's own token (``credentials``), or in demo
+    mode the shared FULCRUM_BROKER_TOKEN."""
 
     keyword = "Broker"
 
@@ -36,9 +51,16 @@ class BrokerTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1").split()
         if not header or header[0] != self.keyword:
             return None
-        if len(header) != 2 or not hmac.compare_digest(header[1], settings.FULCRUM_BROKER_TOKEN):
+        if len(header) != 2:
             raise exceptions.AuthenticationFailed("invalid broker token")
-        return BrokerAgent(), header[1]
+        token = header[1]
+        shared = settings.FULCRUM_BROKER_TOKEN
+        if shared and hmac.compare_digest(token, shared):
+            return BrokerAgent(None), token
+        broker = credential_broker(token)
+        if broker is None:
+            raise exceptions.AuthenticationFailed("invalid broker token")
+        return BrokerAgent(broker), token
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
@@ -51,6 +73,23 @@ class IsBrokerAgent(permissions.BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         return isinstance(request.user, BrokerAgent)
+
+
+class IsUser(permissions.BasePermission):
+    """A logged-in person (the default): broker credentials read nothing but what brokers need."""
+
+    message = "this needs a logged-in user; broker tokens only report and look up"
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        user = request.user
+        return bool(user and user.is_authenticated and not isinstance(user, BrokerAgent))
+
+
+class IsUserOrBroker(permissions.BasePermission):
+    """A logged-in person or a broker (lookups and ownership)."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return bool(request.user and request.user.is_authenticated)
 
 
 class IsOperator(permissions.BasePermission):

@@ -25,6 +25,12 @@ class BundleOutput(serializers.ModelSerializer):
         source="owner.name", read_only=True, allow_null=True, default=None
     )
     throughput_bytes_per_s = serializers.FloatField(read_only=True)
+    # The live load store's figures: time-averaged msg/s and bytes/s, and counts.
+    short_term = serializers.DictField(child=serializers.FloatField(), read_only=True)
+    long_term = serializers.DictField(child=serializers.FloatField(), read_only=True)
+    topics = serializers.IntegerField(read_only=True)
+    producers = serializers.IntegerField(read_only=True)
+    consumers = serializers.IntegerField(read_only=True)
 
     class Meta:
         model = Bundle
@@ -97,6 +103,6 @@ class ReportRunOutput(serializers.ModelSerializer):
 
 
 class LoadReportOutput(serializers.Serializer):
-    id = serializers.IntegerField()
     broker = serializers.CharField()
-    weighted_usage_fraction = serializers.FloatField()
+    reported_at = serializers.FloatField(help_text="s since epoch")
+    bundles = serializers.IntegerField(help_text="bundle stats folded into the averages")

@@ -6,17 +6,17 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from django.contrib.auth.models import User
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view, permission_classes
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from balancer.registry import ENTRIES
 from console import selectors
-from console.api.permissions import IsBrokerAgent, IsOperator
+from console.access import may_act
+from console.api.permissions import BrokerAgent, IsBrokerAgent, IsOperator, IsUser, IsUserOrBroker
 from console.api.serializers import (
     AuditEventOutput,
     BundleOutput,
@@ -35,6 +35,7 @@ from console.services import (
     bundle_unload,
     load_report_ingest,
 )
+from console.services.ingest import LoadReportInput
 from console.services.reports import report_run_request
 
 
@@ -44,37 +45,48 @@ def acting_user(request: Request) -> User:
 
 
 class LoadReportViewSet(viewsets.ViewSet):
-    """Brokers post their load reports here (broker token)."""
+    """Brokers post their load reports here, each with its own token."""
 
     permission_classes = [IsBrokerAgent]
 
-    @extend_schema(request=dict, responses={201: LoadReportOutput})
+    @extend_schema(request=LoadReportInput, responses={201: LoadReportOutput})
     def create(self, request: Request) -> Response:
-        report = load_report_ingest(request.data)
+        """Check one load report whole and make it the broker's newest: 400 naming the field,
+        403 for another broker's report, 413 over the size limit; nothing is written then."""
+        agent = cast(BrokerAgent, request.user)
+        entry = load_report_ingest(request.body, as_broker=agent.broker)
         body = {
-            "id": report.pk,
-            "broker": report.broker.name,
-            "weighted_usage_fraction": report.weighted_usage_fraction,
+            "broker": entry.report["name"],
+            "reported_at": entry.reported_at,
+            "bundles": len(entry.bundles),
         }
         return Response(LoadReportOutput(body).data, status=status.HTTP_201_CREATED)
 
 
 @extend_schema(parameters=[OpenApiParameter("topic", str, required=True)], responses=LookupOutput)
 @api_view(["GET"])
-@permission_classes([IsAuthenticated])
+@permission_classes([IsUserOrBroker])
 def lookup(request: Request) -> Response:
-    """Topic -> bundle -> owner; places the bundle first when nobody owns it."""
+    """Topic -> bundle -> owner. An unowned bundle is placed first only for a broker or an
+    operator; for anybody else the owner is null and nothing changes."""
     params = LookupInput(data=request.query_params)
     params.is_valid(raise_exception=True)
-    return Response(LookupOutput(bundle_lookup(params.validated_data["topic"])).data)
+    may_place = isinstance(request.user, BrokerAgent) or may_act(request.user)[0]
+    return Response(
+        LookupOutput(bundle_lookup(params.validated_data["topic"], place=may_place)).data
+    )
 
 
 @extend_schema(responses=dict)
 @api_view(["GET"])
-@permission_classes([IsAuthenticated])
+@permission_classes([IsUserOrBroker])
 def ownership(request: Request) -> Response:
-    """Every bundle and its owner (null while unassigned): what brokers serve."""
+    """Every bundle and its owner (null while unassigned): what brokers serve. A broker's own
+    token sees only its bundles and the unowned ones."""
     rows = Bundle.objects.select_related("namespace", "owner")
+    user = request.user
+    if isinstance(user, BrokerAgent) and user.broker is not None:
+        rows = rows.filter(Q(owner__name=user.broker) | Q(owner__isnull=True))
     return Response(
         {"bundles": [{"name": b.name, "owner": b.owner.name if b.owner else None} for b in rows]}
     )
@@ -82,7 +94,7 @@ def ownership(request: Request) -> Response:
 
 @extend_schema(responses=dict)
 @api_view(["GET"])
-@permission_classes([IsAuthenticated])
+@permission_classes([IsUser])
 def rankings(request: Request) -> Response:
     """Broker rankings, least loaded first, and the current coefficient of variation."""
     rows = selectors.broker_rankings()
@@ -91,7 +103,7 @@ def rankings(request: Request) -> Response:
 
 @extend_schema(responses=dict)
 @api_view(["GET"])
-@permission_classes([IsAuthenticated])
+@permission_classes([IsUser])
 def strategies(request: Request) -> Response:
     """Every shedder, placement and split algorithm: whether the console runs it (and why not),
     and the parameters it reads with unit, default, range and source."""
@@ -126,6 +138,14 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
         rows = Bundle.objects.select_related("namespace", "owner")
         namespace = self.request.query_params.get("namespace")
         return rows.filter(namespace__name=namespace) if namespace else rows
+
+    def get_serializer(self, *args: Any, **kwargs: Any) -> Any:
+        # The live load store's figures for the bundles about to be shown.
+        if args and isinstance(args[0], Bundle):
+            selectors.bundles_with_loads([args[0]])
+        elif args:
+            args = (selectors.bundles_with_loads(list(args[0])), *args[1:])
+        return super().get_serializer(*args, **kwargs)
 
     @extend_schema(request=UnloadInput, responses=UnloadOutput)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])

@@ -52,14 +52,39 @@ class ConsoleClient:
         return dict(response.json())
 
     def report(self, doc: dict[str, Any]) -> None:
-        """Post one load report; a 4xx is logged with the console's reason."""
+        """Post one load report; a 4xx is logged with the console's reason. A report refused
+        for ownership drift (a bundle moved away since ownership was read) is sent again
+        without the bundles the console names."""
         response = self.session.post(
             f"{self.base_url}/api/load-reports/", json=doc, timeout=self.timeout_s
         )
+        error = _error(response)
+        if response.status_code == 400 and error.get("code") == "ownership_drift":
+            gone = set(error.get("drift", []))
+            doc = {
+                **doc,
+                "bundles": [b for b in doc.get("bundles", []) if b not in gone],
+                "bundleStats": {
+                    k: v for k, v in doc.get("bundleStats", {}).items() if k not in gone
+                },
+            }
+            response = self.session.post(
+                f"{self.base_url}/api/load-reports/", json=doc, timeout=self.timeout_s
+            )
         if response.status_code >= 400:
             log.warning(
                 "report of %s refused: %s %s", doc["name"], response.status_code, response.text
             )
+
+
+def _error(response: requests.Response) -> dict[str, Any]:
+    """The console's ``{"error": {...}}`` body, {} when there is none."""
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, dict) else {}
 
 
 @dataclass

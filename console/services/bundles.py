@@ -63,8 +63,9 @@ def _refuse_vetoed(plan: CyclePlan, field: str = "bundle") -> None:
         )
 
 
-def bundle_lookup(topic: str, *, now: datetime | None = None) -> dict[str, Any]:
-    """Topic -> bundle -> owner; an unowned bundle is placed first with the configured placement.
+def bundle_lookup(topic: str, *, place: bool, now: datetime | None = None) -> dict[str, Any]:
+    """Topic -> bundle -> owner; with ``place`` (a broker's or an operator's lookup) an unowned
+    bundle is placed first with the configured placement, else its owner is None.
 
     Raises:
         ConsoleError: 400 for a malformed topic name, 404 for an unknown namespace, 409 when no
@@ -85,7 +86,7 @@ def bundle_lookup(topic: str, *, now: datetime | None = None) -> dict[str, Any]:
     boundaries = [r.lower for r in rows] + [rows[-1].upper]
     point = topic_hash(topic)
     row = rows[bundle_ops.bundle_index_for(boundaries, point)]
-    if row.owner is None:
+    if row.owner is None and place:
         config = selectors.balancer_config_get()
         snapshot = selectors.cluster_snapshot_get(now=now)
         plan = plan_placement(

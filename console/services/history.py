@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.utils import timezone
 
-from console.models import Broker, LoadReport
+from console.models import LoadReport
 
 HISTORY_SCHEMA = pa.schema(
     [
@@ -95,7 +95,7 @@ def load_reports_prune(*, retention_s: float | None = None) -> int:
     a broker's newest report is always kept. Returns the number deleted."""
     retention_s = settings.FULCRUM_REPORT_RETENTION_S if retention_s is None else retention_s
     cutoff = timezone.now() - timedelta(seconds=retention_s)
-    latest = Broker.objects.exclude(latest_report=None).values("latest_report")
+    latest = LoadReport.objects.values("broker").annotate(newest=Max("pk")).values("newest")
     deleted, _ = (
         LoadReport.objects.filter(Q(exported=True) & Q(reported_at__lt=cutoff))
         .exclude(pk__in=latest)

@@ -226,3 +226,38 @@ def test_a_recent_unload_of_a_bundle_gone_since_is_ignored():
     assert names == ["n/a"]
     assert throughputs.tolist() == [5.0]
     assert unloaded.tolist() == [7.0]
+
+
+def test_many_canonical_bundles_are_found_at_once():
+    table = BundleTable(
+        namespaces=["t/a", "t/b"],
+        namespace=[0, 0, 1],
+        lower=[0, 0x80000000, 0],
+        upper=[0x80000000, 0xFFFFFFFF, 0xFFFFFFFF],
+        owners=[],
+        owner=[-1, -1, -1],
+        short_term=np.zeros((3, 4)),
+        long_term=np.zeros((3, 4)),
+        counts=np.zeros((3, 3)),
+    )
+    rows = table.rows_of(
+        np.asarray([1, 0, 0, 1, -1, 2]),
+        np.asarray([0, 0x80000000, 0, 0, 0, 0]),
+        np.asarray([0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0x1, 0xFFFFFFFF, 0xFFFFFFFF]),
+    )
+    # Found; found; another upper; another upper; no namespace; past the last key.
+    assert rows.tolist() == [2, 1, -1, -1, -1, -1]
+    empty = BundleTable(
+        namespaces=[],
+        namespace=[],
+        lower=[],
+        upper=[],
+        owners=[],
+        owner=[],
+        short_term=[],
+        long_term=[],
+        counts=[],
+    )
+    assert empty.rows_of(np.asarray([0]), np.asarray([0]), np.asarray([1])).tolist() == [-1]
+    with pytest.raises(ValueError, match="canonical"):
+        BundleTable.from_loads([load("n/a")]).rows_of(np.zeros(1), np.zeros(1), np.zeros(1))

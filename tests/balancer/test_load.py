@@ -1,6 +1,15 @@
+import numpy as np
 import pytest
 
-from balancer.load import BrokerLoad, MessageRates, ResourceUsage, ResourceWeights, time_average
+from balancer.load import (
+    LONG_TERM_SAMPLES,
+    SHORT_TERM_SAMPLES,
+    BrokerLoad,
+    MessageRates,
+    ResourceUsage,
+    ResourceWeights,
+    time_average,
+)
 
 
 def test_percent_is_computed_in_float32_like_pulsar():
@@ -35,3 +44,22 @@ def test_time_average_takes_the_first_sample_as_is_then_averages():
 def test_time_average_window_is_capped_at_max_samples():
     old = MessageRates(100, 0, 0, 0)
     assert time_average(old, MessageRates(0, 0, 0, 0), 500, 10).msg_rate_in == pytest.approx(90)
+
+
+def test_time_average_columns_folds_exactly_as_one_at_a_time():
+    from balancer.load import time_average_columns
+
+    rng = np.random.default_rng(3)
+    old = rng.uniform(0, 1e6, (50, 4))
+    new = rng.uniform(0, 1e6, (50, 4))
+    samples = rng.integers(0, 1500, 50)
+    for limit in (SHORT_TERM_SAMPLES, LONG_TERM_SAMPLES):
+        folded = time_average_columns(old, new, samples, limit)
+        for i in range(50):
+            one = time_average(MessageRates(*old[i]), MessageRates(*new[i]), int(samples[i]), limit)
+            assert tuple(folded[i]) == (
+                one.msg_rate_in,
+                one.msg_rate_out,
+                one.msg_throughput_in,
+                one.msg_throughput_out,
+            )

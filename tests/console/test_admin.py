@@ -45,7 +45,8 @@ def test_demo_operator_can_edit_the_config_in_the_admin(db, tmp_path, client):
 
     username, password = demo_operator_ensure(tmp_path / "pw")
     assert demo_operator_ensure(tmp_path / "pw") == (username, password)  # idempotent
-    assert client.login(username=username, password=password)
+    response = client.post("/login/", {"username": username, "password": password})
+    assert response.status_code == 302
     assert client.get("/admin/console/balancerconfig/").status_code == 200
     assert client.get("/admin/console/decision/").status_code == 403
 

@@ -3,7 +3,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from console.models import AuditEvent, Broker, Bundle
-from tests.conftest import report
+from tests.conftest import bundle_load, report
 
 
 @pytest.fixture
@@ -99,9 +99,16 @@ def test_operators_drain_and_activate_brokers_through_the_api(owned, operator_cl
     assert client.post("/api/brokers/broker-2/drain/").status_code == 403
 
 
-def test_operators_split_through_the_api_with_positions(owned, operator_client):
-    bundle = Bundle.objects.select_related("namespace").get(namespace__name="acme/orders", lower=0)
-    bundle.topics = 4
+def test_operators_split_through_the_api_with_positions(owned, operator_client, broker_client):
+    bundle = Bundle.objects.select_related("namespace", "owner").get(
+        namespace__name="acme/orders", lower=0
+    )
+    bundle_load(bundle.name, topics=4)
+    # Its owner reports the bundle's 4 topics.
+    posted = broker_client.post(
+        "/api/load-reports/", report(bundle.owner.name, 20, bundles=[bundle.name]), format="json"
+    )
+    assert posted.status_code == 201, posted.content
     bundle.save()
     response = operator_client.post(
         f"/api/bundles/{bundle.pk}/split/",

@@ -6,19 +6,13 @@ from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision
 from console.services import bundle_lookup, bundle_unload, shedding_tick_run
 from console.services.errors import ConsoleError
 from console.services.shedding import TICK_LOCK, lease_claim
-from tests.conftest import report
+from tests.conftest import bundle_load, ingest, report
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
 
-def ingest(doc):
-    from console.services import load_report_ingest
-
-    return load_report_ingest(doc)
-
-
 def test_lookup_places_an_unowned_bundle_and_records_it(cluster):
-    result = bundle_lookup("persistent://acme/orders/invoices", now=NOW)
+    result = bundle_lookup("persistent://acme/orders/invoices", now=NOW, place=True)
     assert result["owner"] in {"broker-1", "broker-2", "broker-3"}
     bundle = next(
         b for b in Bundle.objects.select_related("namespace") if b.name == result["bundle"]
@@ -32,12 +26,18 @@ def test_lookup_places_an_unowned_bundle_and_records_it(cluster):
     assert event.actor is None
     assert event.destination == result["owner"]
     # A second lookup finds the same owner without placing again.
-    assert bundle_lookup("persistent://acme/orders/invoices", now=NOW)["owner"] == result["owner"]
+    assert (
+        bundle_lookup("persistent://acme/orders/invoices", now=NOW, place=True)["owner"]
+        == result["owner"]
+    )
     assert Decision.objects.count() == 1
 
 
 def test_lookup_spreads_a_namespace_evenly(cluster):
-    owners = [bundle_lookup(f"persistent://acme/orders/t{i}", now=NOW)["owner"] for i in range(200)]
+    owners = [
+        bundle_lookup(f"persistent://acme/orders/t{i}", now=NOW, place=True)["owner"]
+        for i in range(200)
+    ]
     per_broker = dict.fromkeys(owners, 0)
     for b in Bundle.objects.filter(namespace__name="acme/orders"):
         per_broker[b.owner.name] += 1
@@ -49,7 +49,7 @@ def test_lookup_spreads_a_namespace_evenly(cluster):
 )
 def test_lookup_refuses_bad_topics(cluster, topic, status):
     with pytest.raises(ConsoleError) as err:
-        bundle_lookup(topic)
+        bundle_lookup(topic, place=True)
     assert err.value.status == status
 
 
@@ -58,10 +58,13 @@ def own_all(owner_of):
     brokers = {b.name: b for b in Broker.objects.all()}
     for i, bundle in enumerate(Bundle.objects.order_by("namespace__name", "lower")):
         bundle.owner = brokers[owner_of(i)]
-        bundle.short_term = {
-            "msgThroughputIn": 40 * 1024 * 1024,
-            "msgThroughputOut": 40 * 1024 * 1024,
-        }
+        bundle_load(
+            bundle.name,
+            **{
+                "msgThroughputIn": 40 * 1024 * 1024,
+                "msgThroughputOut": 40 * 1024 * 1024,
+            },
+        )
         bundle.save()
 
 
@@ -180,7 +183,7 @@ def test_placement_strategy_is_read_from_the_config_and_its_state_persists(clust
     config.save()
     for name, cpu in (("broker-1", 10), ("broker-2", 50), ("broker-3", 90)):
         ingest(report(name, cpu))
-    bundle_lookup("persistent://acme/orders/x", now=NOW)
+    bundle_lookup("persistent://acme/orders/x", now=NOW, place=True)
     decision = Decision.objects.get(kind=Decision.Kind.PLACE)
     assert decision.strategy == "LeastResourceUsageWithWeight"
     history = balancer_config_get().state["LeastResourceUsageWithWeight"]
@@ -255,7 +258,7 @@ def test_operator_split_cuts_the_bundle_and_leaves_the_children_for_placement(cl
         "acme/orders/0x20000000_0x40000000",
     }
     # Pulsar assigns split bundles at their next lookup: the children are unowned until then.
-    assert bundle_lookup("persistent://acme/orders/x", now=NOW)["owner"] is not None
+    assert bundle_lookup("persistent://acme/orders/x", now=NOW, place=True)["owner"] is not None
     lowers = list(
         Bundle.objects.filter(namespace__name="acme/orders").values_list("lower", flat=True)
     )
@@ -301,7 +304,7 @@ def test_auto_split_runs_in_the_tick_when_enabled(cluster):
     config.save()
     own_all(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
     hot = Bundle.objects.select_related("namespace").get(namespace__name="acme/orders", lower=0)
-    hot.topics, hot.long_term = 5, {"msgRateIn": 40_000}
+    bundle_load(hot.name, topics=5, msgRateIn=40_000)
     hot.save()
     for name in ("broker-1", "broker-2", "broker-3"):
         ingest(report(name, 20, bundles=names_of(name), timestamp=NOW.timestamp()))

@@ -1,83 +1,233 @@
+"""Load reports: checked whole before anything is written, kept in the live load store, folded
+into the history in batches; each broker speaks only for itself."""
+
+import json
+import time
+
 import pytest
+from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from console.models import Bundle, LoadReport
+from console import loadstore, selectors
+from console.models import AuditEvent, Broker, Bundle, LoadReport
+from console.services import shedding_tick_run
+from console.services.ingest import load_reports_fold
 from tests.conftest import report
 
+BUNDLE = "acme/orders/0x00000000_0x40000000"
 
-def test_valid_load_report_is_stored_with_its_weighted_usage(cluster, broker_client):
-    response = broker_client.post("/api/load-reports/", report("broker-1", 42.0), format="json")
+
+@pytest.fixture
+def owns_one(cluster):
+    """broker-1 owns BUNDLE."""
+    bundle = Bundle.objects.select_related("namespace").get(namespace__name="acme/orders", lower=0)
+    bundle.owner = Broker.objects.get(name="broker-1")
+    bundle.save()
+    return bundle
+
+
+def post(client, doc):
+    return client.post("/api/load-reports/", doc, format="json")
+
+
+def nothing_written():
+    return loadstore.entry_get("broker-1") is None and load_reports_fold() == 0
+
+
+def test_a_report_is_the_broker_s_newest_and_becomes_history_in_a_batch(cluster, broker_client):
+    response = post(broker_client, report("broker-1", 42.0))
     assert response.status_code == 201, response.content
+    assert response.json()["broker"] == "broker-1"
+    row = next(r for r in selectors.broker_rankings() if r["name"] == "broker-1")
+    assert row["score"] == 42.0
+    assert LoadReport.objects.count() == 0  # the metadata store is not written per report
+    assert load_reports_fold() == 1
     stored = LoadReport.objects.get()
     assert stored.broker.name == "broker-1"
     assert stored.weighted_usage_fraction == pytest.approx(0.42)
-    assert stored.broker.latest_report_id == stored.pk
 
 
-@pytest.mark.parametrize(
-    ("mutate", "field"),
-    [
-        (lambda d: d["cpu"].update(limit="lots"), "cpu.limit"),
-        (lambda d: d["cpu"].pop("usage"), "cpu.usage"),
-        (lambda d: d.update(msgRateIn=-1), "msgRateIn"),
-        (lambda d: d.pop("name"), "name"),
-        (lambda d: d.update(bundles="all"), "bundles"),
-        (lambda d: d.update(state="sleeping"), "state"),
-        (
-            lambda d: d.update(
-                bundleStats={"acme/orders/0x00000000_0x40000000": {"msgRateIn": "x"}}
-            ),
-            "bundleStats[acme/orders/0x00000000_0x40000000].msgRateIn",
-        ),
-        (lambda d: d.update(timestamp="yesterday"), "timestamp"),
-    ],
-)
-def test_malformed_load_report_is_rejected_naming_the_field_and_writes_nothing(
-    cluster, broker_client, mutate, field
+POISON = [
+    (lambda d: d["cpu"].update(limit="lots"), "cpu.limit"),
+    (lambda d: d["cpu"].update(usage=1e308, limit=1e-308), "cpu.usage"),
+    (lambda d: d["cpu"].update(usage=1e6, limit=100), "cpu"),
+    (lambda d: d.update(msgRateIn=-1), "msgRateIn"),
+    (lambda d: d.update(msgRateIn=10**30), "msgRateIn"),
+    (lambda d: d.update(topics=10**30), "topics"),
+    (lambda d: d.pop("name"), "name"),
+    (lambda d: d.update(bundles="all"), "bundles"),
+    (lambda d: d.update(state="sleeping"), "state"),
+    (lambda d: d.update(timestamp="yesterday"), "timestamp"),
+    (lambda d: d.update(timestamp=1e20), "timestamp"),
+    (lambda d: d.update(timestamp=time.time() + 3600 * 24 * 365 * 3000), "timestamp"),
+    (
+        lambda d: d.update(bundleStats={BUNDLE: {"msgRateIn": "x"}}),
+        f"bundleStats.{BUNDLE}.msgRateIn",
+    ),
+    (lambda d: d.update(bundles=[BUNDLE, BUNDLE]), "bundles"),
+    (
+        lambda d: d.update(bundleStats={"acme/orders/0x40000000_0x80000000": {"msgRateIn": 1}}),
+        "bundleStats.acme/orders/0x40000000_0x80000000",
+    ),
+]
+
+
+@pytest.mark.parametrize(("mutate", "field"), POISON)
+def test_a_poison_report_is_refused_naming_the_field_and_writes_nothing(
+    owns_one, broker_client, mutate, field
 ):
     doc = report("broker-1", 42.0)
     mutate(doc)
-    response = broker_client.post("/api/load-reports/", doc, format="json")
-    assert response.status_code == 400
+    response = post(broker_client, doc)
+    assert response.status_code == 400, response.content
     assert response.json()["error"]["field"] == field
-    assert LoadReport.objects.count() == 0
+    assert nothing_written()
+    # The next tick is fine.
+    assert shedding_tick_run() is not None
+
+
+def test_non_finite_numbers_duplicate_keys_and_deep_nesting_are_400(owns_one, broker_client):
+    for body, field in (
+        (b'{"name": "broker-1", "msgRateIn": Infinity}', "msgRateIn"),
+        (b'{"name": "broker-1", "msgRateIn": NaN}', "msgRateIn"),
+        (b'{"name": "broker-1", "msgRateIn": 1e999}', "msgRateIn"),
+        (
+            json.dumps({"name": "broker-1"})[:-1].encode()
+            + f', "bundleStats": {{"{BUNDLE}": {{}}, "{BUNDLE}": {{}}}}}}'.encode(),
+            BUNDLE,
+        ),
+        (b"[" * 100_000 + b"]" * 100_000, "body"),
+        (b"not json", "body"),
+    ):
+        response = broker_client.post("/api/load-reports/", body, content_type="application/json")
+        assert response.status_code == 400, (body[:60], response.content)
+        assert response.json()["error"]["field"] == field
+    assert nothing_written()
+
+
+def test_more_stats_than_owned_bundles_is_400(owns_one, broker_client):
+    stats = {f"acme/orders/0x{i:08x}_0x{i + 1:08x}": {} for i in range(3)}
+    response = post(broker_client, report("broker-1", 1.0, stats=stats))
+    assert response.status_code == 400
+    assert response.json()["error"]["field"] == "bundleStats"
+    assert "3 bundle stats for the 1 bundle(s) broker-1 owns" in response.json()["error"]["message"]
+
+
+def test_stats_for_another_broker_s_bundle_are_ownership_drift(owns_one, broker_client):
+    bundle = Bundle.objects.select_related("namespace").get(namespace__name="acme/orders", lower=0)
+    bundle.owner = Broker.objects.get(name="broker-2")
+    bundle.save()
+    other = Bundle.objects.select_related("namespace").get(namespace__name="acme/payments", lower=0)
+    other.owner = Broker.objects.get(name="broker-1")
+    other.save()
+    response = post(broker_client, report("broker-1", 1.0, stats={BUNDLE: {"msgRateIn": 9}}))
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "ownership_drift"
+    assert error["drift"] == [BUNDLE]
+    assert nothing_written()
+
+
+def test_a_stale_or_replayed_timestamp_is_refused(owns_one, broker_client):
+    now = time.time()
+    assert post(broker_client, report("broker-1", 10.0, timestamp=now)).status_code == 201
+    for stamp in (now, now - 600):
+        response = post(broker_client, report("broker-1", 99.0, timestamp=stamp))
+        assert response.status_code == 400
+        assert response.json()["error"]["field"] == "timestamp"
+    assert loadstore.entry_get("broker-1").report["cpu"]["usage"] == 10.0
+
+
+def test_a_body_over_the_limit_is_a_json_413(owns_one, broker_client, settings):
+    settings.FULCRUM_MAX_REPORT_BYTES = 1000
+    doc = report("broker-1", 1.0, topics=1)
+    doc["bundles"] = ["x" * 50] * 40
+    response = post(broker_client, doc)
+    assert response.status_code == 413
+    assert "at most 1,000 bytes" in response.json()["error"]["message"]
+    assert nothing_written()
 
 
 def test_unknown_broker_is_404_and_writes_nothing(cluster, broker_client):
-    response = broker_client.post("/api/load-reports/", report("ghost", 1.0), format="json")
+    response = post(broker_client, report("ghost", 1.0))
     assert response.status_code == 404
     assert response.json()["error"]["field"] == "name"
-    assert LoadReport.objects.count() == 0
 
 
-def test_load_reports_need_the_broker_token(cluster, operator_client):
+def test_bundle_stats_fold_into_short_and_long_term_averages(owns_one, broker_client):
+    now = time.time()
+    for i, rate in enumerate((100.0, 300.0)):
+        stats = {BUNDLE: {"msgRateIn": rate, "msgThroughputIn": rate * 1000, "topics": 3}}
+        doc = report("broker-1", 10, bundles=[BUNDLE], stats=stats, timestamp=now + i)
+        assert post(broker_client, doc).status_code == 201
+    (bundle,) = selectors.bundles_with_loads(
+        [Bundle.objects.select_related("namespace", "owner").get(pk=owns_one.pk)]
+    )
+    assert bundle.short_term["msgRateIn"] == pytest.approx(200.0)
+    assert bundle.long_term["msgThroughputIn"] == pytest.approx(200_000.0)
+    assert bundle.topics == 3
+    assert loadstore.entry_get("broker-1").bundles["samples"].tolist() == [2]
+
+
+def test_a_bad_stored_entry_never_stops_the_tick(owns_one, broker_client):
+    # Whatever reaches the store was checked; a broker with no usable figures is 0 %.
+    assert post(broker_client, report("broker-1", 50.0)).status_code == 201
+    assert shedding_tick_run() is not None
+
+
+# -- per-broker credentials --------------------------------------------------------------------
+
+
+def token_client(token):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Broker {token}")
+    return client
+
+
+def test_a_broker_s_own_token_speaks_only_for_that_broker(owns_one, capsys):
+    call_command("broker_token", "rotate", "broker-1")
+    token = capsys.readouterr().out.strip()
+    assert token.startswith("fbt_")
+    client = token_client(token)
+    assert post(client, report("broker-1", 10.0)).status_code == 201
+    forged = post(client, report("broker-2", 99.0))
+    assert forged.status_code == 403
+    assert forged.json()["error"]["field"] == "name"
+    assert loadstore.entry_get("broker-2") is None
+    # It reads nothing else: not the audit, the decisions or the rankings.
+    for path in ("/api/audit/", "/api/decisions/", "/api/rankings/", "/api/bundles/"):
+        assert client.get(path).status_code == 403, path
+    # Its ownership view is its own bundles and the unowned ones.
+    owners = {b["owner"] for b in client.get("/api/ownership/").json()["bundles"]}
+    assert owners == {"broker-1", None}
+    stored = Broker.objects.get(name="broker-1").credentials.get()
+    assert stored.token_sha256 != token
+    assert token not in stored.prefix + stored.token_sha256
+
+
+def test_rotating_or_revoking_a_token_stops_the_old_one_and_is_audited(owns_one, capsys):
+    call_command("broker_token", "rotate", "broker-1")
+    old = capsys.readouterr().out.strip()
+    call_command("broker_token", "rotate", "broker-1")
+    new = capsys.readouterr().out.strip()
+    assert post(token_client(old), report("broker-1", 1.0)).status_code == 401
+    assert post(token_client(new), report("broker-1", 1.0)).status_code == 201
+    call_command("broker_token", "revoke", "broker-1")
+    assert post(token_client(new), report("broker-1", 1.0)).status_code == 401
+    reasons = list(AuditEvent.objects.filter(action="credential").values_list("reason", flat=True))
+    assert len(reasons) == 3
+    assert any("1 earlier token(s) revoked" in r for r in reasons)
+
+
+def test_without_demo_mode_the_shared_token_is_refused(owns_one, settings):
+    shared = settings.FULCRUM_BROKER_TOKEN
+    settings.FULCRUM_BROKER_TOKEN = ""  # what the production profile sets
+    assert post(token_client(shared), report("broker-1", 1.0)).status_code == 401
+
+
+def test_load_reports_need_a_broker_token(cluster, operator_client):
     assert APIClient().post(
         "/api/load-reports/", report("broker-1", 1.0), format="json"
     ).status_code in (401, 403)
-    assert (
-        operator_client.post(
-            "/api/load-reports/", report("broker-1", 1.0), format="json"
-        ).status_code
-        == 403
-    )
-    bad = APIClient()
-    bad.credentials(HTTP_AUTHORIZATION="Broker wrong")
-    assert bad.post("/api/load-reports/", report("broker-1", 1.0), format="json").status_code == 401
-
-
-def test_bundle_stats_fold_into_short_and_long_term_averages(cluster, broker_client):
-    name = "acme/orders/0x00000000_0x40000000"
-    for rate in (100.0, 300.0):
-        stats = {name: {"msgRateIn": rate, "msgThroughputIn": rate * 1000, "topics": 3}}
-        doc = report("broker-1", 10, bundles=[name], stats=stats)
-        assert broker_client.post("/api/load-reports/", doc, format="json").status_code == 201
-    bundle = next(b for b in Bundle.objects.select_related("namespace") if b.name == name)
-    assert bundle.short_term["msgRateIn"] == pytest.approx(200.0)
-    assert bundle.long_term["msgThroughputIn"] == pytest.approx(200_000.0)
-    assert bundle.samples == 2
-    assert bundle.topics == 3
-
-
-def test_stats_of_unknown_bundles_are_ignored(cluster, broker_client):
-    doc = report("broker-1", 10, stats={"acme/orders/0x00000000_0x00000100": {"msgRateIn": 1}})
-    assert broker_client.post("/api/load-reports/", doc, format="json").status_code == 201
+    assert post(operator_client, report("broker-1", 1.0)).status_code == 403
+    assert post(token_client("wrong"), report("broker-1", 1.0)).status_code == 401

@@ -16,13 +16,13 @@ from rest_framework.test import APIClient
 
 from balancer.cli import main as cli
 from balancer.wire import safety_document, snapshot_document
-from console import selectors
+from console import loadstore, selectors
 from console.access import OPERATORS_GROUP
 from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision, ReportRun, TickLock
-from console.services import load_report_ingest, shedding_tick_run
+from console.services import shedding_tick_run
 from console.services.errors import ConsoleError
 from console.services.shedding import TICK_LOCK, lease_claim
-from tests.conftest import report
+from tests.conftest import bundle_load, ingest, report
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -31,7 +31,7 @@ def own(owner_of, mib=40):
     brokers = {b.name: b for b in Broker.objects.all()}
     for i, bundle in enumerate(Bundle.objects.order_by("namespace__name", "lower")):
         bundle.owner = brokers[owner_of(i)] if owner_of(i) else None
-        bundle.short_term = {"msgThroughputIn": mib * 1024 * 1024, "msgThroughputOut": 0}
+        bundle_load(bundle.name, **{"msgThroughputIn": mib * 1024 * 1024, "msgThroughputOut": 0})
         bundle.save()
 
 
@@ -47,7 +47,7 @@ def report_all(loads, at=NOW):
     """Each broker reports; ``at`` None: now, as the API's own clock sees it."""
     stamp = {} if at is None else {"timestamp": at.timestamp()}
     for name, (cpu, mib) in loads.items():
-        load_report_ingest(report(name, cpu, bundles=names_of(name), throughput_mib=mib, **stamp))
+        ingest(report(name, cpu, bundles=names_of(name), throughput_mib=mib, **stamp))
 
 
 def test_the_first_tick_declares_no_broker_lost(cluster):
@@ -323,6 +323,7 @@ def test_the_console_tick_and_the_cli_cycle_agree(cluster, owners, loads, shedde
     Decision.objects.all().delete()
     ClusterSample.objects.all().delete()
     TickLock.objects.all().delete()  # the previous example's last tick was 30 s later
+    loadstore.clear()  # and its reports, at the same times
     config = selectors.balancer_config_get()
     config.shedder, config.state = shedder, {}
     config.parameters = {
@@ -335,7 +336,7 @@ def test_the_console_tick_and_the_cli_cycle_agree(cluster, owners, loads, shedde
     if silent:
         at[silent] = NOW - timedelta(seconds=300)
     for (cpu, mib), name in zip(loads, ("broker-1", "broker-2", "broker-3"), strict=True):
-        load_report_ingest(
+        ingest(
             report(
                 name,
                 cpu,

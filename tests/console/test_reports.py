@@ -8,16 +8,16 @@ from django.test import override_settings
 
 from console.models import LoadReport, ReportRun
 from console.reports.submit import report_run_execute, spark_submit_command
-from console.services import load_report_ingest
 from console.services.history import history_flush
-from tests.conftest import report
+from console.services.ingest import load_reports_fold
+from tests.conftest import ingest, report
 
 T0 = datetime(2026, 11, 20, 10, 5, tzinfo=UTC)
 
 
 def seed_history():
     for i, cpu in enumerate((10, 20, 30)):
-        load_report_ingest(
+        ingest(
             report(
                 "broker-1",
                 cpu,
@@ -25,11 +25,12 @@ def seed_history():
                 timestamp=(T0 + timedelta(minutes=i)).timestamp(),
             )
         )
-        load_report_ingest(
-            report("broker-2", 50, timestamp=(T0 + timedelta(minutes=i)).timestamp())
-        )
-    load_report_ingest(report("broker-1", 70, timestamp=(T0 + timedelta(hours=1)).timestamp()))
-    load_report_ingest(report("broker-2", 70, timestamp=(T0 + timedelta(hours=1)).timestamp()))
+        ingest(report("broker-2", 50, timestamp=(T0 + timedelta(minutes=i)).timestamp()))
+    ingest(report("broker-1", 70, timestamp=(T0 + timedelta(hours=1)).timestamp()))
+    ingest(report("broker-2", 70, timestamp=(T0 + timedelta(hours=1)).timestamp()))
+    # The live store's reports become LoadReport rows in one batch.
+    assert load_reports_fold() == 8
+    assert load_reports_fold() == 0
 
 
 def test_history_flush_writes_parquet_partitioned_by_date_once(cluster, tmp_path):
@@ -81,13 +82,12 @@ def test_spark_job_computes_hourly_percentiles_and_cluster_cv(cluster, tmp_path)
 
 
 def test_prune_keeps_unexported_and_latest_reports(cluster, tmp_path):
-    from console.models import Broker
     from console.services.history import load_reports_prune
 
     seed_history()  # 2026-11-20, long before now
     assert load_reports_prune(retention_s=3600) == 0  # nothing exported yet
     history_flush(directory=tmp_path)
     assert load_reports_prune(retention_s=3600) == 6
-    kept = set(LoadReport.objects.values_list("pk", flat=True))
-    latest = Broker.objects.exclude(latest_report=None).values_list("latest_report", flat=True)
-    assert kept == set(latest)
+    kept = LoadReport.objects.values_list("broker__name", "reported_at")
+    newest = T0 + timedelta(hours=1)
+    assert sorted(kept) == [("broker-1", newest), ("broker-2", newest)]

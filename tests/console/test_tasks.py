@@ -9,9 +9,8 @@ from django.conf import settings
 
 from console.celery import app
 from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision
-from console.services import load_report_ingest
 from console.tasks import shedding_tick
-from tests.conftest import report
+from tests.conftest import bundle_load, ingest, report
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -27,10 +26,13 @@ def test_tick_runs_through_redis_and_a_worker(cluster, real_redis):
     brokers = {b.name: b for b in Broker.objects.all()}
     for i, bundle in enumerate(Bundle.objects.order_by("id")):
         bundle.owner = brokers["broker-1" if i < 6 else "broker-2"]
-        bundle.short_term = {
-            "msgThroughputIn": 50 * 1024 * 1024,
-            "msgThroughputOut": 50 * 1024 * 1024,
-        }
+        bundle_load(
+            bundle.name,
+            **{
+                "msgThroughputIn": 50 * 1024 * 1024,
+                "msgThroughputOut": 50 * 1024 * 1024,
+            },
+        )
         bundle.save()
     for name, cpu, mib in (("broker-1", 90, 600), ("broker-2", 10, 200), ("broker-3", 5, 0)):
         owned = [
@@ -38,7 +40,7 @@ def test_tick_runs_through_redis_and_a_worker(cluster, real_redis):
             for b in Bundle.objects.select_related("namespace")
             if b.owner and b.owner.name == name
         ]
-        load_report_ingest(report(name, cpu, bundles=owned, throughput_mib=mib))
+        ingest(report(name, cpu, bundles=owned, throughput_mib=mib))
 
     app.conf.update(broker_url=settings.REDIS_URL, task_always_eager=False)
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
