@@ -3,8 +3,9 @@
     .venv/bin/python -m tests.benchmarks.snapshot_db [--brokers 1000] [--bundles 1000000]
 
 Creates a throwaway SQLite database in a temporary directory (or uses DATABASE_URL when set,
-which it must be free to fill), migrates it, inserts the brokers, one load report each and the
-bundles with owners and time-averaged rates, then times building the snapshot (median of
+which it must be free to fill), migrates it, inserts the brokers and the bundles with owners,
+puts one report per broker with its bundles' averages in the live load store (the Redis at
+REDIS_URL, under the prefix FULCRUM_LOAD_STORE_PREFIX, default ``fulcrum-bench:``), then times building the snapshot (median of
 three), then one whole ThresholdShedder cycle on it, and prints the peak resident memory. A
 database that already holds exactly that many brokers and bundles is reused as it is.
 """
@@ -26,7 +27,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     workdir = tempfile.mkdtemp(prefix="fulcrum-bench-")
     os.environ.setdefault("DATABASE_URL", f"sqlite:///{workdir}/bench.sqlite3")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.demo_settings")
+    os.environ.setdefault("FULCRUM_LOAD_STORE_PREFIX", "fulcrum-bench:")
     import django
 
     django.setup()
@@ -43,10 +45,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def fill(broker_count: int, bundle_count: int) -> None:
-    """Brokers with one load report each, 100 namespaces, bundles spread over the brokers."""
-    from django.utils import timezone
-
-    from console.models import Broker, Bundle, Cluster, LoadReport, Namespace, Tenant
+    """Brokers, 100 namespaces and bundles spread over the brokers (ownership: the database)."""
+    from console.models import Broker, Bundle, Cluster, Namespace, Tenant
 
     cluster = Cluster.objects.create(name="bench")
     tenant = Tenant.objects.create(cluster=cluster, name="t")
@@ -56,38 +56,8 @@ def fill(broker_count: int, bundle_count: int) -> None:
     brokers = Broker.objects.bulk_create(
         [Broker(cluster=cluster, name=f"broker-{j:05d}") for j in range(broker_count)]
     )
-    now = timezone.now()
-    reports = LoadReport.objects.bulk_create(
-        [
-            LoadReport(
-                broker=b,
-                reported_at=now,
-                cpu_usage=95 if j == 0 else 30,  # one hot broker, for the cycle
-                cpu_limit=100,
-                memory_usage_mib=1,
-                memory_limit_mib=8,
-                bandwidth_in_usage_bytes_per_s=1,
-                bandwidth_in_limit_bytes_per_s=9,
-                bandwidth_out_usage_bytes_per_s=1,
-                bandwidth_out_limit_bytes_per_s=9,
-                msg_rate_in=1,
-                msg_rate_out=1,
-                msg_throughput_in_bytes_per_s=1,
-                msg_throughput_out_bytes_per_s=1,
-                bundle_count=1,
-                topic_count=1,
-                weighted_usage_fraction=0.3,
-            )
-            for j, b in enumerate(brokers)
-        ],
-        batch_size=5000,
-    )
-    for broker, report in zip(brokers, reports, strict=True):
-        broker.latest_report = report
-    Broker.objects.bulk_update(brokers, ["latest_report"], batch_size=5000)
     per_namespace = bundle_count // len(namespaces)
     width = (1 << 32) // per_namespace
-    rates = {"msgRateIn": 10.0, "msgRateOut": 5.0, "msgThroughputIn": 1e4, "msgThroughputOut": 5e3}
     started = time.perf_counter()
     batch = []
     for n, namespace in enumerate(namespaces):
@@ -99,10 +69,6 @@ def fill(broker_count: int, bundle_count: int) -> None:
                     lower=k * width,
                     upper=upper,
                     owner=brokers[(n * per_namespace + k) % len(brokers)],
-                    short_term=rates,
-                    long_term=rates,
-                    samples=10,
-                    topics=3,
                 )
             )
             if len(batch) >= 50_000:
@@ -112,15 +78,70 @@ def fill(broker_count: int, bundle_count: int) -> None:
     print(f"inserted {bundle_count:,} bundles in {time.perf_counter() - started:.0f} s")
 
 
+def fill_live_store(now: float) -> None:
+    """One report per broker in the live load store (broker 0 hot), with every owned bundle's
+    averages, as ingest leaves them."""
+    import numpy as np
+
+    from console import loadstore
+    from console.models import Broker, Bundle
+
+    started = time.perf_counter()
+    rows = np.asarray(
+        Bundle.objects.order_by("owner_id").values_list(
+            "owner_id", "namespace_id", "lower", "upper"
+        ),
+        dtype=np.int64,
+    )
+    names = dict(Broker.objects.values_list("pk", "name"))
+    starts = np.searchsorted(rows[:, 0], sorted(names) + [max(names) + 1])
+    for j, pk in enumerate(sorted(names)):
+        mine = rows[starts[j] : starts[j + 1]]
+        records = np.zeros(len(mine), dtype=loadstore.BUNDLE_RECORD)
+        records["namespace"], records["lower"], records["upper"] = (
+            mine[:, 1],
+            mine[:, 2],
+            mine[:, 3],
+        )
+        records["short"] = records["long"] = (10.0, 5.0, 1e4, 5e3)
+        records["samples"], records["counts"] = 10, (3, 1, 1)
+        report = {
+            "cpu": {"usage": 95.0 if j == 0 else 30.0, "limit": 100.0},
+            "memory": {"usage": 1.0, "limit": 8.0},
+            "bandwidthIn": {"usage": 1.0, "limit": 9.0},
+            "bandwidthOut": {"usage": 1.0, "limit": 9.0},
+            "msgRateIn": 1.0,
+            "msgRateOut": 1.0,
+            "topics": 1,
+            "reportedAt": now,
+        }
+        loadstore.entry_put(
+            names[pk],
+            lambda _, r=report, b=records: loadstore.BrokerEntry(r, b),
+            reported_at=now,
+        )
+    loadstore.history_trim([i for i, _, _ in loadstore.history_read(10 * len(names))])
+    print(f"filled the live load store in {time.perf_counter() - started:.0f} s")
+
+
 def time_snapshot(broker_count: int, bundle_count: int) -> None:
     """Print the snapshot's build time (median of 3) and one cycle's on it."""
+    from datetime import UTC, datetime
+
+    from django.utils import timezone
+
+    from console.models import Broker
     from balancer.config import PulsarConfig
     from balancer.cycle import CycleConfig, plan_cycle
     from console import selectors
-    from console.models import LoadReport
+    from console import loadstore
 
-    # The brokers' report time, so that a reused database has no lost broker.
-    now = LoadReport.objects.latest("reported_at").reported_at
+    now = timezone.now()
+    first = Broker.objects.order_by("pk").values_list("name", flat=True).first()
+    if first is None or loadstore.entry_get(first) is None:
+        fill_live_store(now.timestamp())
+    else:  # the brokers' report time, so that nobody is lost
+        now = datetime.fromtimestamp(loadstore.entry_get(first).reported_at, UTC)
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
