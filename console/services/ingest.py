@@ -183,18 +183,18 @@ def load_report_ingest(raw: bytes, *, as_broker: str | None) -> loadstore.Broker
             code="ownership_drift",
             drift=sorted(drift),
         )
-    new = np.zeros(len(report.bundleStats), dtype=loadstore.BUNDLE_RECORD)
-    for i, (name, stats) in enumerate(report.bundleStats.items()):
-        new[i]["namespace"], new[i]["lower"], new[i]["upper"] = rows[name]
-        new[i]["short"] = (
-            stats.msgRateIn,
-            stats.msgRateOut,
-            stats.msgThroughputIn,
-            stats.msgThroughputOut,
-        )
-        new[i]["counts"] = (stats.topics, stats.producers, stats.consumers)
+    stats = list(report.bundleStats.items())
+    new = np.zeros(len(stats), dtype=loadstore.BUNDLE_RECORD)
+    if stats:
+        keys = np.asarray([rows[name] for name, _ in stats], dtype=np.int64)
+        new["namespace"], new["lower"], new["upper"] = keys[:, 0], keys[:, 1], keys[:, 2]
+        new["short"] = [
+            (v.msgRateIn, v.msgRateOut, v.msgThroughputIn, v.msgThroughputOut) for _, v in stats
+        ]
+        new["counts"] = [(v.topics, v.producers, v.consumers) for _, v in stats]
     document = report.model_dump(exclude={"timestamp", "bundleStats", "bundles"})
     document["reportedAt"] = at
+    document["bundleCount"] = len(owned)
 
     def build(previous: loadstore.BrokerEntry | None) -> loadstore.BrokerEntry:
         return loadstore.BrokerEntry(document, _fold(previous, new))
@@ -219,23 +219,24 @@ def _fold(previous: loadstore.BrokerEntry | None, new: np.ndarray) -> np.ndarray
     if previous is not None and len(previous.bundles) and len(new):
         old = previous.bundles
         index = {
-            (int(a), int(b), int(c)): i
-            for i, (a, b, c) in enumerate(
-                zip(old["namespace"], old["lower"], old["upper"], strict=True)
+            key: i
+            for i, key in enumerate(
+                zip(
+                    old["namespace"].tolist(),
+                    old["lower"].tolist(),
+                    old["upper"].tolist(),
+                    strict=True,
+                )
             )
         }
-        for i, key in enumerate(
-            zip(
-                new["namespace"].tolist(), new["lower"].tolist(), new["upper"].tolist(), strict=True
-            )
-        ):
-            j = index.get(key)
-            if j is not None:
-                old_short[i], old_long[i], counts[i] = (
-                    old[j]["short"],
-                    old[j]["long"],
-                    old[j]["samples"],
-                )
+        wanted = zip(
+            new["namespace"].tolist(), new["lower"].tolist(), new["upper"].tolist(), strict=True
+        )
+        found = np.asarray([index.get(key, -1) for key in wanted], dtype=np.int64)
+        hit = found >= 0
+        old_short[hit] = old["short"][found[hit]]
+        old_long[hit] = old["long"][found[hit]]
+        counts[hit] = old["samples"][found[hit]]
     folded = new.copy()
     folded["short"] = time_average_columns(old_short, samples, counts, SHORT_TERM_SAMPLES)
     folded["long"] = time_average_columns(old_long, samples, counts, LONG_TERM_SAMPLES)

@@ -5,8 +5,8 @@
 Creates a throwaway SQLite database in a temporary directory (or uses DATABASE_URL when set,
 which it must be free to fill), migrates it, inserts the brokers and the bundles with owners,
 puts one report per broker with its bundles' averages in the live load store (the Redis at
-REDIS_URL, under the prefix FULCRUM_LOAD_STORE_PREFIX, default ``fulcrum-bench:``), then times building the snapshot (median of
-three), then one whole ThresholdShedder cycle on it, and prints the peak resident memory. A
+REDIS_URL, under the prefix FULCRUM_LOAD_STORE_PREFIX, default ``fulcrum-bench:``), then times
+building the snapshot (median of three), then one whole ThresholdShedder cycle on it, and prints the peak resident memory. A
 database that already holds exactly that many brokers and bundles is reused as it is.
 """
 
@@ -94,7 +94,7 @@ def fill_live_store(now: float) -> None:
         dtype=np.int64,
     )
     names = dict(Broker.objects.values_list("pk", "name"))
-    starts = np.searchsorted(rows[:, 0], sorted(names) + [max(names) + 1])
+    starts = np.searchsorted(rows[:, 0], [*sorted(names), max(names) + 1])
     for j, pk in enumerate(sorted(names)):
         mine = rows[starts[j] : starts[j + 1]]
         records = np.zeros(len(mine), dtype=loadstore.BUNDLE_RECORD)
@@ -130,11 +130,10 @@ def time_snapshot(broker_count: int, bundle_count: int) -> None:
 
     from django.utils import timezone
 
-    from console.models import Broker
     from balancer.config import PulsarConfig
     from balancer.cycle import CycleConfig, plan_cycle
-    from console import selectors
-    from console import loadstore
+    from console import loadstore, selectors
+    from console.models import Broker
 
     now = timezone.now()
     first = Broker.objects.order_by("pk").values_list("name", flat=True).first()

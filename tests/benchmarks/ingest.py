@@ -1,0 +1,246 @@
+"""Load report ingest over HTTP against the real web tier, printed as a Markdown table.
+
+    .venv/bin/python -m tests.benchmarks.ingest [--workers 2] [--brokers 64] [--seconds 10]
+
+Starts a Redis (``redis-server`` on a free port), a throwaway SQLite database with ``--brokers``
+brokers owning 100 bundles each, and Uvicorn with ``--workers`` processes serving
+``console.asgi:application`` (the production command of the README). Then, for each concurrency
+(1, 8, 32), clients post simulator-shaped reports (100 bundle stats, about 27 KB) for
+``--seconds``, each broker from one client so that its timestamps only grow. A shedding tick is
+timed before the load and during it. Prints reports/s, p50 and p99 latency and errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def report(broker: str, bundles: list[str], at: float, rng_seed: int) -> bytes:
+    stats = {
+        name: {
+            "msgRateIn": 100.0 + (i * 7 + rng_seed) % 50,
+            "msgRateOut": 200.0,
+            "msgThroughputIn": 102_400.0,
+            "msgThroughputOut": 204_800.0,
+            "topics": 3,
+            "producers": 2,
+            "consumers": 4,
+        }
+        for i, name in enumerate(bundles)
+    }
+    return json.dumps(
+        {
+            "name": broker,
+            "timestamp": at,
+            "cpu": {"usage": 40.0 + rng_seed % 30, "limit": 100.0},
+            "memory": {"usage": 2048.0, "limit": 8192.0},
+            "directMemory": {"usage": 0.0, "limit": 0.0},
+            "bandwidthIn": {"usage": 10_240_000.0, "limit": 1_250_000_000.0},
+            "bandwidthOut": {"usage": 20_480_000.0, "limit": 1_250_000_000.0},
+            "msgRateIn": 10_000.0,
+            "msgRateOut": 20_000.0,
+            "msgThroughputIn": 10_240_000.0,
+            "msgThroughputOut": 20_480_000.0,
+            "bundles": bundles,
+            "topics": 300,
+            "bundleStats": stats,
+        }
+    ).encode()
+
+
+async def drive(
+    url: str, token: str, owned: dict[str, list[str]], concurrency: int, seconds: float
+):
+    import httpx
+
+    latencies: list[float] = []
+    errors: dict[int, int] = {}
+    brokers = sorted(owned)
+    stop = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+
+        async def worker(index: int) -> None:
+            mine = brokers[index::concurrency]
+            n = 0
+            while time.monotonic() < stop:
+                broker = mine[n % len(mine)]
+                body = report(broker, owned[broker], time.time(), n)
+                started = time.perf_counter()
+                response = await client.post(
+                    "/api/load-reports/",
+                    content=body,
+                    headers={
+                        "Authorization": f"Broker {token}",
+                        "Content-Type": "application/json",
+                    },
+                )
+                latencies.append(time.perf_counter() - started)
+                if response.status_code != 201:
+                    errors[response.status_code] = errors.get(response.status_code, 0) + 1
+                n += 1
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker(i) for i in range(concurrency)))
+        elapsed = time.monotonic() - started
+    return latencies, errors, elapsed
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--brokers", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="fulcrum-ingest-"))
+    redis_port, web_port = free_port(), free_port()
+    redis = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(redis_port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{workdir}/bench.sqlite3",
+        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "FULCRUM_DEMO": "1",
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "FULCRUM_LOG_LEVEL": "WARNING",
+    }
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from console.models import Broker, Bundle, Cluster, Namespace, Tenant
+    from console.services import shedding_tick_run
+
+    time.sleep(0.3)
+    call_command("migrate", verbosity=0)
+    cluster = Cluster.objects.create(name="bench")
+    tenant = Tenant.objects.create(cluster=cluster, name="t")
+    brokers = Broker.objects.bulk_create(
+        [Broker(cluster=cluster, name=f"broker-{j:03d}") for j in range(args.brokers)]
+    )
+    owned: dict[str, list[str]] = {}
+    for j, broker in enumerate(brokers):
+        namespace = Namespace.objects.create(tenant=tenant, name=f"t/ns{j}")
+        width = (1 << 32) // 100
+        rows = [
+            Bundle(
+                namespace=namespace,
+                lower=k * width,
+                upper=0xFFFFFFFF if k == 99 else (k + 1) * width,
+                owner=broker,
+            )
+            for k in range(100)
+        ]
+        Bundle.objects.bulk_create(rows)
+        owned[broker.name] = [
+            r.name for r in Bundle.objects.filter(namespace=namespace).select_related("namespace")
+        ]
+    from console import selectors
+
+    config = selectors.balancer_config_get()
+    config.loop_interval_s = 1  # a tick is due every second of the run
+    config.save()
+    web = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "uvicorn"),
+            "console.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(web_port),
+            "--workers",
+            str(args.workers),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        env=env,
+    )
+    url = f"http://127.0.0.1:{web_port}"
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", web_port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        token = os.environ.get("FULCRUM_BROKER_TOKEN", "fulcrum-dev-broker-token")
+        asyncio.run(drive(url, token, owned, 4, 2.0))  # warm up
+        t0 = time.perf_counter()
+        shedding_tick_run()
+        idle_tick = time.perf_counter() - t0
+        print(
+            f"{args.brokers} brokers × 100 bundles; uvicorn --workers {args.workers}; "
+            f"{os.cpu_count()} cores; {args.seconds:.0f} s per row"
+        )
+        print()
+        print("| concurrency | reports/s | p50 (ms) | p99 (ms) | errors | tick during load (s) |")
+        print("|---|---|---|---|---|---|")
+        for concurrency in (1, 8, 32):
+            ticks: list[float] = []
+
+            def tick_loop(stop_at: float, ticks: list[float] = ticks) -> None:
+                while time.monotonic() < stop_at:
+                    t = time.perf_counter()
+                    shedding_tick_run()
+                    ticks.append(time.perf_counter() - t)
+                    time.sleep(1.0)
+                from django.db import connection
+
+                connection.close()
+
+            ticker = threading.Thread(target=tick_loop, args=(time.monotonic() + args.seconds,))
+            ticker.start()
+            latencies, errors, elapsed = asyncio.run(
+                drive(url, token, owned, concurrency, args.seconds)
+            )
+            ticker.join()
+            latencies.sort()
+            p50 = statistics.median(latencies) * 1000
+            p99 = latencies[int(0.99 * (len(latencies) - 1))] * 1000
+            print(
+                f"| {concurrency} | {len(latencies) / elapsed:,.0f} | {p50:.1f} | {p99:.1f} | "
+                f"{sum(errors.values())}{' ' + str(errors) if errors else ''} | "
+                f"{max(ticks) if ticks else float('nan'):.2f} (idle {idle_tick:.2f}) |"
+            )
+    finally:
+        web.terminate()
+        web.wait(timeout=20)
+        redis.terminate()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
