@@ -6,8 +6,9 @@ Creates a throwaway SQLite database in a temporary directory (or uses DATABASE_U
 which it must be free to fill), migrates it, inserts the brokers and the bundles with owners,
 puts one report per broker with its bundles' averages in the live load store (the Redis at
 REDIS_URL, under the prefix FULCRUM_LOAD_STORE_PREFIX, default ``fulcrum-bench:``), then times
-building the snapshot (median of three), then one whole ThresholdShedder cycle on it, and prints the peak resident memory. A
-database that already holds exactly that many brokers and bundles is reused as it is.
+building the snapshot (median of three), then one whole ThresholdShedder cycle on it, and
+prints the peak resident memory. A database that already holds exactly that many brokers and
+bundles is reused as it is.
 """
 
 from __future__ import annotations
