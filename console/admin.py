@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from balancer.errors import BalancerError
 from balancer.registry import console_strategy, parameter_errors
 from console.models import AuditEvent, BalancerConfig, Broker, Decision, Namespace
+from console.services.brokers import broker_state_set
+from console.services.config import EDITABLE, balancer_config_update
+from console.services.errors import ConsoleError
 
 
 class BalancerConfigForm(forms.ModelForm):
@@ -53,15 +56,55 @@ class BalancerConfigForm(forms.ModelForm):
 
 @admin.register(BalancerConfig)
 class BalancerConfigAdmin(admin.ModelAdmin):
+    """Edits go through ``balancer_config_update``: validated, written and audited at once."""
+
     form = BalancerConfigForm
     list_display = ["cluster", "shedder", "placement", "split_algorithm", "is_shedding_enabled"]
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: Any, obj: BalancerConfig, form: Any, change: bool) -> None:
+        stored = BalancerConfig.objects.get(pk=obj.pk)
+        balancer_config_update(
+            stored, {name: form.cleaned_data[name] for name in EDITABLE}, actor=request.user
+        )
 
 
 @admin.register(Broker)
 class BrokerAdmin(admin.ModelAdmin):
+    """A broker's state changes only by the drain and activate actions (the services, audited);
+    nothing here can add, rename or delete a broker."""
+
     list_display = ["name", "failure_domain", "state"]
     fields = ["name", "failure_domain", "state"]
-    readonly_fields = ["name"]
+    readonly_fields = ["name", "failure_domain", "state"]
+    actions = ["drain", "activate"]
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    @admin.action(description="Drain the selected brokers (their bundles move away)")
+    def drain(self, request: Any, queryset: Any) -> None:
+        self._set_state(request, queryset, Broker.State.DRAINING)
+
+    @admin.action(description="Activate the selected brokers")
+    def activate(self, request: Any, queryset: Any) -> None:
+        self._set_state(request, queryset, Broker.State.ACTIVE)
+
+    def _set_state(self, request: Any, queryset: Any, state: str) -> None:
+        for broker in queryset:
+            try:
+                broker_state_set(broker.name, state, actor=request.user)
+                self.message_user(request, f"{broker.name}: {state}")
+            except ConsoleError as exc:
+                self.message_user(request, f"{broker.name}: {exc.message}", level=messages.ERROR)
 
 
 @admin.register(Namespace)

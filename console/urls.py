@@ -22,3 +22,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     *staticfiles_urlpatterns(),
 ]
+
+handler404 = "console.api.errors.json_404"
+handler500 = "console.api.errors.json_500"

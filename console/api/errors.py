@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found, server_error
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
 from balancer.errors import BalancerError
 from console.services.errors import ConsoleError
+
+log = logging.getLogger(__name__)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -19,4 +24,31 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         )
     if isinstance(exc, BalancerError):
         return Response({"error": exc.as_dict()}, status=400)
-    return drf_handler(exc, context)
+    response = drf_handler(exc, context)
+    if response is None:
+        # Anything else is our bug: logged with its traceback, answered without it.
+        log.error("unhandled error in %s", context.get("view"), exc_info=exc)
+        return Response(
+            {"error": {"message": "internal error; the server log has the details", "field": None}},
+            status=500,
+        )
+    return response
+
+
+def json_404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's 404 for a path no route serves: JSON under /api/, the plain page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            {"error": {"message": f"no such endpoint: {request.path}", "field": None}}, status=404
+        )
+    return page_not_found(request, exception or Http404())
+
+
+def json_500(request: HttpRequest) -> HttpResponse:
+    """Django's 500 outside DRF: JSON under /api/, the plain page elsewhere; never a traceback."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            {"error": {"message": "internal error; the server log has the details", "field": None}},
+            status=500,
+        )
+    return server_error(request)

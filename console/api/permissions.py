@@ -7,6 +7,7 @@ import hmac
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
@@ -102,3 +103,18 @@ class IsOperator(permissions.BasePermission):
         if not allowed:
             self.message = why
         return allowed
+
+
+class BrokerTokenScheme(OpenApiAuthenticationExtension):
+    """The broker token in the OpenAPI schema: ``Authorization: Broker <token>``."""
+
+    target_class = "console.api.permissions.BrokerTokenAuthentication"
+    name = "brokerToken"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "Broker <token>: a broker's own token (manage.py broker_token)",
+        }

@@ -62,3 +62,55 @@ def test_console_runs_danube_on_bundles_and_refuses_what_it_cannot_run(db):
 
 def test_loop_interval_must_be_positive(db):
     assert "loop_interval_s" in form(loop_interval_s=0).errors
+
+
+def admin_client(client, cluster):
+    from django.contrib.auth.models import User
+
+    User.objects.create_superuser("root", password="s3cret-pass")
+    client.force_login(User.objects.get(username="root"))
+    return client
+
+
+def test_the_admin_cannot_set_a_broker_state_only_drain_it_through_the_service(cluster, client):
+    from console.models import AuditEvent, Broker
+
+    admin = admin_client(client, cluster)
+    broker = Broker.objects.get(name="broker-1")
+    # The state field is read-only: a posted "drained" is ignored.
+    admin.post(
+        f"/admin/console/broker/{broker.pk}/change/", {"state": "drained", "failure_domain": ""}
+    )
+    assert Broker.objects.get(pk=broker.pk).state == "active"
+    response = admin.post(
+        "/admin/console/broker/",
+        {"action": "drain", "_selected_action": [broker.pk]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    assert Broker.objects.get(pk=broker.pk).state in ("draining", "drained")
+    assert AuditEvent.objects.filter(action="drain", actor__username="root").exists()
+
+
+def test_a_config_change_in_the_admin_is_audited(cluster, client):
+    from console.models import AuditEvent, BalancerConfig
+    from console.selectors import balancer_config_get
+
+    config = balancer_config_get()
+    admin = admin_client(client, cluster)
+    response = admin.post(
+        f"/admin/console/balancerconfig/{config.pk}/change/",
+        {
+            "shedder": "AvgShedder",
+            "placement": "LeastLongTermMessageRate",
+            "split_algorithm": "range_equally_divide",
+            "parameters": '{"maxUnloadPercentage": 0.2}',
+            "is_shedding_enabled": "on",
+            "loop_interval_s": 10,
+        },
+    )
+    assert response.status_code == 302, response.content[:500]
+    assert BalancerConfig.objects.get(pk=config.pk).shedder == "AvgShedder"
+    event = AuditEvent.objects.get(action="config")
+    assert event.actor.username == "root"
+    assert "shedder: 'ThresholdShedder' → 'AvgShedder'" in event.reason
