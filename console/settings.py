@@ -143,13 +143,32 @@ STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or None
 WHITENOISE_USE_FINDERS = True
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
+
+
+def channel_layer_host(url: str) -> dict[str, object]:
+    """A channels_redis host that heals after a Redis restart: an idle pooled connection is
+    checked before use and a failed command is retried on a fresh one (redis-py's Retry)."""
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialWithJitterBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return {
+        "address": url,
+        "health_check_interval": 5,
+        "socket_keepalive": True,
+        "retry": Retry(ExponentialWithJitterBackoff(base=0.1, cap=2.0), 5),
+        "retry_on_error": [RedisConnectionError, RedisTimeoutError, ConnectionError, OSError],
+    }
+
+
 CHANNEL_LAYERS = {
     "default": (
         {"BACKEND": "channels.layers.InMemoryChannelLayer"}
         if os.environ.get("FULCRUM_CHANNEL_LAYER") == "memory"
         else {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [channel_layer_host(REDIS_URL)]},
         }
     )
 }
@@ -197,6 +216,18 @@ SPARK_SUBMIT = os.environ.get("SPARK_SUBMIT", "spark-submit")
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A task is acknowledged when it ends, not when it starts: a worker killed mid-task leaves it in
+# Redis, which hands it to a worker again once the visibility timeout has passed.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+FULCRUM_TASK_VISIBILITY_S = float(os.environ.get("FULCRUM_TASK_VISIBILITY_S", "900"))
+# kombu looks for such tasks every 5 s (its default, 10 s × every 10th sweep, is 100 s).
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": FULCRUM_TASK_VISIBILITY_S,
+    "unacked_restore_interval": 5,
+    "unacked_restore_throttle": 1,
+}
 # Django's LOGGING governs the worker's logs too.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_ALWAYS_EAGER = _env_bool("CELERY_TASK_ALWAYS_EAGER", False)

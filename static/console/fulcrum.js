@@ -5,15 +5,27 @@ const Fulcrum = (() => {
 
   function on(type, fn) { (handlers[type] = handlers[type] || []).push(fn); }
 
+  // Reconnect with exponential backoff and full jitter (0.5 s doubling up to 30 s), and say so:
+  // the dot and its tooltip show "live", "reconnecting in N s (attempt K)" or "offline".
+  let attempt = 0;
+  function state(cls, title) {
+    const dot = document.getElementById("live");
+    if (dot) { dot.className = `live ${cls}`; dot.title = title; }
+    const label = document.getElementById("live-state");
+    if (label) label.textContent = cls === "on" ? "" : title;
+    document.body.dataset.live = cls === "on" ? "1" : "0";
+  }
+
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     socket = new WebSocket(`${scheme}://${location.host}/ws/cluster/`);
-    const dot = () => document.getElementById("live");
-    socket.onopen = () => { if (dot()) dot().className = "live on"; document.body.dataset.live = "1"; };
+    socket.onopen = () => { attempt = 0; state("on", "live updates (websocket connected)"); };
     socket.onclose = () => {
-      if (dot()) dot().className = "live off";
-      document.body.dataset.live = "0";
-      setTimeout(connect, 2000);
+      attempt += 1;
+      const ceiling = Math.min(30000, 500 * 2 ** attempt);
+      const delay = Math.round(ceiling / 2 + Math.random() * ceiling / 2);
+      state("off", `live updates lost; reconnecting in ${(delay / 1000).toFixed(1)} s (attempt ${attempt})`);
+      setTimeout(connect, delay);
     };
     socket.onmessage = (msg) => {
       const event = JSON.parse(msg.data);

@@ -1,0 +1,161 @@
+"""The live path heals itself: the websocket layer survives a Redis restart, and a task whose
+worker died mid-run runs again."""
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from channels.layers import channel_layers
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import User
+
+from console.settings import channel_layer_host
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_redis(port, workdir):
+    process = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return process
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("redis did not start")
+
+
+@pytest.fixture
+def private_redis(tmp_path, settings):
+    port = free_port()
+    process = start_redis(port, tmp_path)
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [channel_layer_host(f"redis://127.0.0.1:{port}/0")]},
+        }
+    }
+    channel_layers.backends.clear()
+    state = {"process": process, "port": port, "dir": tmp_path}
+    yield state
+    state["process"].terminate()
+    state["process"].wait(timeout=10)
+    channel_layers.backends.clear()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_redis_restart_during_a_websocket_session_needs_no_second_try(private_redis):
+    from asgiref.sync import sync_to_async
+
+    from console.consumers import ClusterConsumer
+    from console.realtime import CLUSTER_GROUP
+
+    application = ClusterConsumer.as_asgi()
+
+    user = await sync_to_async(User.objects.create_user)("dora", password="s3cret-pass")
+
+    async def session():
+        communicator = WebsocketCommunicator(application, "/ws/cluster/")
+        communicator.scope["user"] = user
+        connected, detail = await communicator.connect(timeout=5)
+        return communicator, connected, detail
+
+    first, connected, _ = await session()
+    assert connected
+    layer = channel_layers["default"]
+    await layer.group_send(CLUSTER_GROUP, {"type": "balancer.decision_made", "payload": {"n": 1}})
+    assert (await first.receive_json_from(timeout=5))["payload"] == {"n": 1}
+    # Redis restarts (0.2 s down); the pooled connections are now stale.
+    private_redis["process"].terminate()
+    private_redis["process"].wait(timeout=10)
+    time.sleep(0.2)
+    private_redis["process"] = start_redis(private_redis["port"], private_redis["dir"])
+    await first.disconnect()
+    started = time.monotonic()
+    second, connected, _ = await session()
+    assert connected, f"the first reconnect after the restart was refused: {_}"
+    await layer.group_send(CLUSTER_GROUP, {"type": "balancer.decision_made", "payload": {"n": 2}})
+    assert (await second.receive_json_from(timeout=5))["payload"] == {"n": 2}
+    assert time.monotonic() - started < 5
+    await second.disconnect()
+
+
+def test_a_task_whose_worker_died_mid_run_runs_again(tmp_path):
+    port = free_port()
+    redis = start_redis(port, tmp_path)
+    url = f"redis://127.0.0.1:{port}/0"
+    env = {
+        **__import__("os").environ,
+        "FULCRUM_DEMO": "1",
+        "REDIS_URL": url,
+        "FULCRUM_TASK_VISIBILITY_S": "2",
+        "DATABASE_URL": f"sqlite:///{tmp_path}/worker.sqlite3",
+    }
+    celery = str(Path(sys.executable).parent / "celery")
+    command = [
+        celery,
+        "-A",
+        "console",
+        "worker",
+        "-I",
+        "tests.console.crash_tasks",
+        "-Q",
+        "crashq",
+        "--pool=solo",
+        "--without-gossip",
+        "--without-mingle",
+        "--loglevel=WARNING",
+    ]
+    marker = tmp_path / "marker"
+    workers = []
+    try:
+        from console.celery import app
+
+        app.conf.update(
+            broker_url=url,
+            broker_transport_options={**app.conf.broker_transport_options, "visibility_timeout": 2},
+        )
+        app.send_task("tests.console.crash_tasks.crash_once", args=[str(marker)], queue="crashq")
+        first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+        workers.append(first)
+        assert first.wait(timeout=60) != 0  # killed by the task
+        assert marker.read_text() == "crashed"
+        workers.append(subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and marker.read_text() != "ran again":
+            time.sleep(0.5)
+        assert marker.read_text() == "ran again"
+    finally:
+        for worker in workers:
+            worker.terminate()
+            worker.wait(timeout=20)
+        redis.terminate()
+        redis.wait(timeout=10)
+        from django.conf import settings
+
+        app.conf.update(
+            broker_url=settings.CELERY_BROKER_URL,
+            broker_transport_options=settings.CELERY_BROKER_TRANSPORT_OPTIONS,
+        )
