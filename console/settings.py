@@ -84,6 +84,7 @@ AXES_FAILURE_LIMIT = int(os.environ.get("FULCRUM_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = 0.25  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "console.urls"
 TEMPLATES = [

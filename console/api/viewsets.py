@@ -183,19 +183,25 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(result)
 
 
+class BrokerStateOutput(serializers.Serializer):
+    broker = serializers.CharField()
+    state = serializers.ChoiceField(choices=["active", "draining", "drained"])
+
+
 class BrokerViewSet(viewsets.GenericViewSet):
     """Broker life cycle for operators: drain (bundles move away, then drained) and activate."""
 
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
+    serializer_class = BrokerStateOutput
 
-    @extend_schema(request=None, responses=dict)
+    @extend_schema(request=None, responses=BrokerStateOutput)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def drain(self, request: Request, name: str = "") -> Response:
         broker = broker_state_set(name, "draining", actor=acting_user(request))
         return Response({"broker": broker.name, "state": broker.state})
 
-    @extend_schema(request=None, responses=dict)
+    @extend_schema(request=None, responses=BrokerStateOutput)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def activate(self, request: Request, name: str = "") -> Response:
         broker = broker_state_set(name, "active", actor=acting_user(request))
