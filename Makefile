@@ -31,8 +31,8 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-run: setup
 run: export FULCRUM_DEMO = 1
+run: setup
 	mkdir -p var
 	$(BIN)/python manage.py migrate --noinput -v0
 	$(BIN)/python manage.py seed_demo
