@@ -12,6 +12,7 @@ from balancer.registry import console_strategy, parameter_errors
 from console.models import AuditEvent, BalancerConfig, Broker, Decision, Namespace
 from console.services.brokers import broker_state_set
 from console.services.config import EDITABLE, balancer_config_update
+from console.services.credentials import credential_revoke, credential_rotate
 from console.services.errors import ConsoleError
 
 
@@ -82,7 +83,7 @@ class BrokerAdmin(admin.ModelAdmin):
     list_display = ["name", "failure_domain", "state"]
     fields = ["name", "failure_domain", "state"]
     readonly_fields = ["name", "failure_domain", "state"]
-    actions = ["drain", "activate"]
+    actions = ["drain", "activate", "rotate_token", "revoke_tokens"]
 
     def has_add_permission(self, request: Any) -> bool:
         return False
@@ -97,6 +98,23 @@ class BrokerAdmin(admin.ModelAdmin):
     @admin.action(description="Activate the selected brokers")
     def activate(self, request: Any, queryset: Any) -> None:
         self._set_state(request, queryset, Broker.State.ACTIVE)
+
+    @admin.action(description="Issue a new token for the selected brokers (shown once)")
+    def rotate_token(self, request: Any, queryset: Any) -> None:
+        for broker in queryset:
+            _, token = credential_rotate(broker.name, actor=request.user)
+            self.message_user(
+                request,
+                f"{broker.name}: new token {token} — copy it now, it is not shown again; "
+                "earlier tokens are revoked",
+                level=messages.WARNING,
+            )
+
+    @admin.action(description="Revoke every token of the selected brokers")
+    def revoke_tokens(self, request: Any, queryset: Any) -> None:
+        for broker in queryset:
+            count = credential_revoke(broker.name, actor=request.user)
+            self.message_user(request, f"{broker.name}: {count} token(s) revoked")
 
     def _set_state(self, request: Any, queryset: Any, state: str) -> None:
         for broker in queryset:

@@ -10,6 +10,8 @@ to a Redis stream that ``history_flush`` folds into ``LoadReport`` rows in batch
 from __future__ import annotations
 
 import json
+import logging
+import math
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -31,6 +33,8 @@ BUNDLE_RECORD = np.dtype(
         ("counts", "<i8", (3,)),
     ]
 )
+log = logging.getLogger(__name__)
+
 # Reports kept in the history stream when nobody folds them (a bounded backlog).
 HISTORY_MAX = 200_000
 
@@ -95,8 +99,18 @@ def _entry(raw: Any) -> BrokerEntry | None:
     """A stored hash (bytes -> bytes) as an entry, None when empty."""
     if not raw or b"report" not in raw:
         return None
-    bundles = np.frombuffer(raw.get(b"bundles", b""), dtype=BUNDLE_RECORD)
-    return BrokerEntry(json.loads(raw[b"report"]), bundles)
+    try:
+        report = json.loads(raw[b"report"])
+        at = float(report["reportedAt"])
+        bundles = np.frombuffer(raw.get(b"bundles", b""), dtype=BUNDLE_RECORD)
+    except (KeyError, TypeError, ValueError) as exc:
+        # Only checked reports are written here; a damaged entry (by hand, an old version) is
+        # skipped, as if the broker had not reported, and said so.
+        log.warning("skipping a damaged load store entry: %r", exc)
+        return None
+    if not math.isfinite(at):
+        return None
+    return BrokerEntry(report, bundles)
 
 
 def entry_put(

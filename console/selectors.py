@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import itertools
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -22,6 +23,7 @@ from balancer.bundle_table import BundleNames, BundleTable
 from balancer.config import PulsarConfig
 from balancer.cycle import CycleConfig, Strategies
 from balancer.danube.config import DanubeConfig
+from balancer.errors import BalancerError
 from balancer.load import BrokerLoad, MessageRates
 from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
@@ -76,9 +78,19 @@ def broker_load_get(
         return BrokerLoad(
             name=broker.name, failure_domain=domain, state=broker.state, bundles=bundles
         )
-    load = broker_load_from_document(broker.name, entry.report)
+    try:
+        load = broker_load_from_document(broker.name, entry.report)
+    except (BalancerError, KeyError, TypeError, ValueError) as exc:
+        # Only checked reports are stored; a damaged entry (written by hand, an old version)
+        # must not stop the tick: the broker counts as one that has not reported.
+        log.warning("skipping %s's stored load report: %s", broker.name, exc)
+        return BrokerLoad(
+            name=broker.name, failure_domain=domain, state=broker.state, bundles=bundles
+        )
     return replace(load, failure_domain=domain, state=broker.state, bundles=bundles)
 
+
+log = logging.getLogger(__name__)
 
 # The bundle columns a snapshot reads from the metadata store: ownership only (the loads are in
 # the live load store).

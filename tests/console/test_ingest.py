@@ -5,6 +5,8 @@ import json
 import time
 
 import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
@@ -231,3 +233,30 @@ def test_load_reports_need_a_broker_token(cluster, operator_client):
     ).status_code in (401, 403)
     assert post(operator_client, report("broker-1", 1.0)).status_code == 403
     assert post(token_client("wrong"), report("broker-1", 1.0)).status_code == 401
+
+
+def test_a_damaged_stored_entry_is_skipped_and_the_tick_runs(owns_one, broker_client):
+    assert post(broker_client, report("broker-2", 20.0)).status_code == 201
+    loadstore.client().hset(
+        f"{django_settings.FULCRUM_LOAD_STORE_PREFIX}broker:broker-1",
+        mapping={"report": b'{"cpu": "broken"}', "bundles": b""},
+    )
+    assert shedding_tick_run() is not None
+    rows = {r["name"]: r for r in selectors.broker_rankings()}
+    assert rows["broker-1"]["score"] == 0.0
+    assert rows["broker-2"]["score"] == 20.0
+
+
+def test_the_console_rotates_a_broker_token_and_shows_it_once(owns_one, client):
+    User.objects.create_superuser("root")
+    client.force_login(User.objects.get(username="root"))
+    broker = Broker.objects.get(name="broker-1")
+    response = client.post(
+        "/admin/console/broker/",
+        {"action": "rotate_token", "_selected_action": [broker.pk]},
+        follow=True,
+    )
+    shown = [str(m) for m in response.context["messages"]]
+    token = shown[0].split("new token ")[1].split(" ")[0]
+    assert post(token_client(token), report("broker-1", 5.0)).status_code == 201
+    assert AuditEvent.objects.filter(action="credential", actor__username="root").exists()
