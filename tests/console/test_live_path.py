@@ -131,13 +131,18 @@ def test_a_task_whose_worker_died_mid_run_runs_again(tmp_path):
     marker = tmp_path / "marker"
     workers = []
     try:
-        from console.celery import app
+        from celery import Celery
+        from django.conf import settings
 
-        app.conf.update(
-            broker_url=url,
-            broker_transport_options={**app.conf.broker_transport_options, "visibility_timeout": 2},
+        # A client of its own: the console's app may hold connections to the tests' Redis.
+        client = Celery(
+            broker=url,
+            broker_transport_options={
+                **settings.CELERY_BROKER_TRANSPORT_OPTIONS,
+                "visibility_timeout": 2,
+            },
         )
-        app.send_task("tests.console.crash_tasks.crash_once", args=[str(marker)], queue="crashq")
+        client.send_task("tests.console.crash_tasks.crash_once", args=[str(marker)], queue="crashq")
         first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
         workers.append(first)
         assert first.wait(timeout=60) != 0  # killed by the task
@@ -153,9 +158,3 @@ def test_a_task_whose_worker_died_mid_run_runs_again(tmp_path):
             worker.wait(timeout=20)
         redis.terminate()
         redis.wait(timeout=10)
-        from django.conf import settings
-
-        app.conf.update(
-            broker_url=settings.CELERY_BROKER_URL,
-            broker_transport_options=settings.CELERY_BROKER_TRANSPORT_OPTIONS,
-        )
