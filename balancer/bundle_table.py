@@ -258,10 +258,12 @@ class BundleTable(Mapping[str, BundleLoad]):
             return (rank[rows],)
         # "ns/" sorts before "ns-x/" and "ns1/" exactly as the whole names do; the fixed-width hex
         # ranges sort as their numbers.
+        # Within a namespace bundles do not overlap, so (namespace, lower) orders them whole:
+        # one int64 key.
         ranked = sorted(range(len(self.namespaces)), key=lambda i: self.namespaces[i] + "/")
         rank = np.empty(len(self.namespaces), dtype=np.int64)
         rank[ranked] = np.arange(len(ranked))
-        return self.upper[rows], self.lower[rows], rank[self.namespace[rows]]
+        return (np.left_shift(rank[self.namespace[rows]], 32) | self.lower[rows],)
 
     def with_owners(self, owner: np.ndarray, owners: Sequence[str]) -> BundleTable:
         """The same bundles with another owner column (indexes into ``owners``)."""
