@@ -105,7 +105,13 @@ class Simulator:
             self.bundle_map = BundleMap.build(self.workload, list(owners))
         for bundle, topic in self.bundle_map.first_topic(self.workload).items():
             if owners.get(bundle) is None:
-                owners[bundle] = self.client.lookup(topic)["owner"]
+                # A lookup the console refuses (say no broker can take the bundle yet: all of
+                # them are lost until they report again) leaves the bundle unowned; the
+                # brokers' reports must still go out, or they never come back.
+                try:
+                    owners[bundle] = self.client.lookup(topic)["owner"]
+                except requests.HTTPError as exc:
+                    log.warning("lookup of %s refused: %s", topic, exc)
         stats = bundle_stats(self.workload, self.bundle_map, self.minute)
         owned: dict[str, list[str]] = {b.name: [] for b in self.layout.brokers}
         for bundle, owner in owners.items():

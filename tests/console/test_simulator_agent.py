@@ -20,6 +20,7 @@ class StubConsole(BaseHTTPRequestHandler):
     owners: dict = {}
     reports: list = []
     token = "t0ken"
+    refuse_lookups = False
 
     def log_message(self, *args):
         pass
@@ -40,6 +41,8 @@ class StubConsole(BaseHTTPRequestHandler):
             return self._reply(
                 200, {"bundles": [{"name": n, "owner": o} for n, o in self.owners.items()]}
             )
+        if self.refuse_lookups:
+            return self._reply(409, {"error": {"message": "no broker can take it"}})
         topic = parse_qs(url.query)["topic"][0]
         namespace = "/".join(topic.split("://")[1].split("/")[:2])
         bundle = next(
@@ -64,6 +67,7 @@ def console():
         for b in bundles_from_boundaries(ns, initial_boundaries(16))
     }
     StubConsole.reports = []
+    StubConsole.refuse_lookups = False
     server = ThreadingHTTPServer(("127.0.0.1", 0), StubConsole)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -93,6 +97,18 @@ def test_one_step_looks_up_every_bundle_and_reports_every_broker(console, caplog
     assert "refused" in caplog.text  # a 4xx is logged, not fatal
     assert len(sleeps) == 2
     assert 0 <= sleeps[0] <= 2.0
+
+
+def test_refused_lookups_never_stop_the_brokers_reports(console, caplog):
+    # After a restart every broker may be lost (its last report is old): lookups are refused
+    # until the brokers report again, so the reports must go out regardless.
+    from tests.balancer.simulator.test_simulator import TRACES
+
+    StubConsole.refuse_lookups = True
+    sim = build(DEMO, TRACES, ConsoleClient(console, "t0ken"), scale=100.0, start_minute=0)
+    run_forever(sim, 2.0, steps=1, sleep=lambda s: None)
+    assert [r["name"] for r in StubConsole.reports] == [b.name for b in DEMO.brokers]
+    assert "lookup of persistent://" in caplog.text
 
 
 def test_an_unreachable_console_is_retried_not_fatal(caplog):
