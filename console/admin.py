@@ -21,15 +21,7 @@ class BalancerConfigForm(forms.ModelForm):
 
     class Meta:
         model = BalancerConfig
-        fields = [
-            "shedder",
-            "placement",
-            "split_algorithm",
-            "parameters",
-            "is_shedding_enabled",
-            "is_auto_split_enabled",
-            "loop_interval_s",
-        ]
+        fields = list(EDITABLE)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

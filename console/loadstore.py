@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -115,7 +116,7 @@ def _entry(raw: Any) -> BrokerEntry | None:
 
 def entry_put(
     broker: str,
-    build: Any,
+    build: Callable[[BrokerEntry | None], BrokerEntry],
     *,
     reported_at: float,
 ) -> BrokerEntry:
@@ -134,7 +135,7 @@ def entry_put(
                 previous = _entry(pipe.hgetall(key))
                 if previous is not None and previous.reported_at >= reported_at:
                     raise StaleReport(previous.reported_at)
-                entry: BrokerEntry = build(previous)
+                entry = build(previous)
                 report = json.dumps(entry.report, separators=(",", ":"))
                 pipe.multi()
                 pipe.hset(key, mapping={"report": report, "bundles": entry.bundles.tobytes()})

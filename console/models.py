@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,9 +11,10 @@ from django.db import models
 
 from balancer.bundles import Bundle as BundleValue
 from balancer.bundles import BundleRange
+from balancer.wire import RATE_KEYS as WIRE_RATE_KEYS
 
 # The rate keys of a bundle's averages, in the live load store's column order.
-RATE_KEYS = ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut")
+RATE_KEYS = tuple(WIRE_RATE_KEYS)
 
 
 class Cluster(models.Model):
@@ -337,3 +339,8 @@ class BrokerCredential(models.Model):
 
     def __str__(self) -> str:
         return f"{self.broker.name} {self.prefix}…"
+
+    @staticmethod
+    def digest(token: str) -> str:
+        """What is stored of a token: its SHA-256, hex."""
+        return hashlib.sha256(token.encode()).hexdigest()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import hashlib
 import itertools
 import logging
 import time
@@ -24,12 +23,12 @@ from balancer.config import PulsarConfig
 from balancer.cycle import CycleConfig, Strategies
 from balancer.danube.config import DanubeConfig
 from balancer.errors import BalancerError
-from balancer.load import BrokerLoad, MessageRates
+from balancer.load import BrokerLoad
 from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 from balancer.stats import imbalance
-from balancer.wire import RATE_KEYS, parse_broker
+from balancer.wire import parse_broker
 from console import loadstore
 from console.models import (
     AuditEvent,
@@ -42,21 +41,7 @@ from console.models import (
     Namespace,
 )
 
-
-def rates_from_json(doc: dict[str, Any]) -> MessageRates:
-    """Stored ``{"msgRateIn": ...}`` -> MessageRates (missing keys are 0)."""
-    get = doc.get
-    return MessageRates(
-        float(get("msgRateIn", 0.0)),
-        float(get("msgRateOut", 0.0)),
-        float(get("msgThroughputIn", 0.0)),
-        float(get("msgThroughputOut", 0.0)),
-    )
-
-
-def rates_to_json(rates: MessageRates) -> dict[str, float]:
-    """MessageRates -> the stored ``{"msgRateIn": ...}`` form."""
-    return {key: getattr(rates, attr) for key, attr in RATE_KEYS.items()}
+log = logging.getLogger(__name__)
 
 
 def broker_load_from_document(name: str, doc: dict[str, Any]) -> BrokerLoad:
@@ -90,8 +75,6 @@ def broker_load_get(
     return replace(load, failure_domain=domain, state=broker.state, bundles=bundles)
 
 
-log = logging.getLogger(__name__)
-
 # The bundle columns a snapshot reads from the metadata store: ownership only (the loads are in
 # the live load store).
 _BUNDLE_FIELDS = ("namespace", "lower", "upper", "owner")
@@ -101,8 +84,8 @@ def _bundle_rows() -> np.ndarray:
     """Every bundle as one int64 row of ``_BUNDLE_FIELDS`` (owner -1 when none), shape (n, 4).
 
     Read with the driver, not the ORM: on PostgreSQL as one float8 array per column, received in
-    binary and read by NumPy; elsewhere streamed from the driver's rows into one array (ids, hash
-    points and counts are exact in float64)."""
+    binary and read by NumPy (ids and hash points are exact in float64); elsewhere as two packed
+    integers per row streamed from the driver into one array."""
     quote = connection.ops.quote_name
     columns = []
     for name in _BUNDLE_FIELDS:
@@ -366,7 +349,7 @@ _credentials: dict[str, tuple[str | None, float]] = {}
 
 def credential_broker(token: str) -> str | None:
     """The broker an active token belongs to, None for no such token (cached for 2 s)."""
-    digest = hashlib.sha256(token.encode()).hexdigest()
+    digest = BrokerCredential.digest(token)
     now = time.monotonic()
     hit = _credentials.get(digest)
     if hit is not None and hit[1] > now:

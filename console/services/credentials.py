@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import secrets
+from datetime import datetime
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -24,6 +24,18 @@ def _broker(name: str) -> Broker:
         raise ConsoleError(f"unknown broker {name!r}", status=404, field="broker") from None
 
 
+def _revoke_active(row: Broker, now: datetime) -> int:
+    return BrokerCredential.objects.filter(broker=row, revoked_at__isnull=True).update(
+        revoked_at=now
+    )
+
+
+def _audit(broker: str, actor: User | None, now: datetime, reason: str) -> None:
+    AuditEvent.objects.create(
+        at=now, actor=actor, action=AuditEvent.Action.CREDENTIAL, target=broker, reason=reason
+    )
+
+
 def credential_rotate(broker: str, *, actor: User | None) -> tuple[BrokerCredential, str]:
     """Revoke the broker's active tokens and issue a new one. Returns the credential and the
     token, which is shown this once and stored only as its SHA-256.
@@ -35,25 +47,15 @@ def credential_rotate(broker: str, *, actor: User | None) -> tuple[BrokerCredent
     now = timezone.now()
     with transaction.atomic():
         row = _broker(broker)
-        revoked = BrokerCredential.objects.filter(broker=row, revoked_at__isnull=True).update(
-            revoked_at=now
-        )
+        revoked = _revoke_active(row, now)
         credential = BrokerCredential.objects.create(
             broker=row,
-            token_sha256=hashlib.sha256(token.encode()).hexdigest(),
+            token_sha256=BrokerCredential.digest(token),
             prefix=token[:12],
             created_at=now,
         )
-        AuditEvent.objects.create(
-            at=now,
-            actor=actor,
-            action=AuditEvent.Action.CREDENTIAL,
-            target=broker,
-            reason=(
-                f"new broker token {credential.prefix}… for {broker}"
-                + (f"; {revoked} earlier token(s) revoked" if revoked else "")
-            ),
-        )
+        earlier = f"; {revoked} earlier token(s) revoked" if revoked else ""
+        _audit(broker, actor, now, f"new broker token {credential.prefix}… for {broker}{earlier}")
     credential_cache_clear()
     return credential, token
 
@@ -66,16 +68,7 @@ def credential_revoke(broker: str, *, actor: User | None) -> int:
     """
     now = timezone.now()
     with transaction.atomic():
-        row = _broker(broker)
-        revoked = BrokerCredential.objects.filter(broker=row, revoked_at__isnull=True).update(
-            revoked_at=now
-        )
-        AuditEvent.objects.create(
-            at=now,
-            actor=actor,
-            action=AuditEvent.Action.CREDENTIAL,
-            target=broker,
-            reason=f"{revoked} broker token(s) of {broker} revoked",
-        )
+        revoked = _revoke_active(_broker(broker), now)
+        _audit(broker, actor, now, f"{revoked} broker token(s) of {broker} revoked")
     credential_cache_clear()
     return revoked

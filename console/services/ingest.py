@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -156,9 +157,9 @@ def load_report_ingest(raw: bytes, *, as_broker: str | None) -> loadstore.Broker
             f"(at most {FUTURE_SKEW_S:.0f} s)",
             field="timestamp",
         )
-    if len(set(report.bundles)) != len(report.bundles):
-        twice = next(n for n in report.bundles if report.bundles.count(n) > 1)
-        raise ConsoleError(f"bundle {twice} is listed twice", field="bundles")
+    twice = [name for name, n in Counter(report.bundles).items() if n > 1]
+    if twice:
+        raise ConsoleError(f"bundle {twice[0]} is listed twice", field="bundles")
     owned = list(
         Bundle.objects.filter(owner__name=report.name).values_list(
             "namespace_id", "namespace__name", "lower", "upper"

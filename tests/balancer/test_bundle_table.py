@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from balancer.bundle_table import BundleNames, BundleTable
+from balancer.bundle_table import RATE_FIELDS, BundleNames, BundleTable
 from balancer.bundles import parse_bundle_name
 from balancer.cycle import CycleConfig, Strategies, plan_cycle
 from balancer.errors import InvalidSnapshot
@@ -47,8 +47,8 @@ def columnar(snapshot: ClusterSnapshot) -> ClusterSnapshot:
         upper=[parse_bundle_name(b.name).range.upper for b in loads],
         owners=owners,
         owner=[-1 if b.owner is None else owners.index(b.owner) for b in loads],
-        short_term=[[getattr(b.short_term, f) for f in _RATES] for b in loads],
-        long_term=[[getattr(b.long_term, f) for f in _RATES] for b in loads],
+        short_term=[[getattr(b.short_term, f) for f in RATE_FIELDS] for b in loads],
+        long_term=[[getattr(b.long_term, f) for f in RATE_FIELDS] for b in loads],
         counts=[[b.topics, b.producers, b.consumers] for b in loads],
     )
     brokers = {
@@ -68,12 +68,25 @@ def columnar(snapshot: ClusterSnapshot) -> ClusterSnapshot:
     )
 
 
+def ranges(namespaces, namespace, lower, upper, owners=(), owner=None):
+    """A table of canonical bundles without load (zero rates and counts)."""
+    count = len(namespace)
+    return BundleTable(
+        namespaces=namespaces,
+        namespace=namespace,
+        lower=lower,
+        upper=upper,
+        owners=list(owners),
+        owner=[-1] * count if owner is None else owner,
+        short_term=np.zeros((count, 4)),
+        long_term=np.zeros((count, 4)),
+        counts=np.zeros((count, 3)),
+    )
+
+
 def _canonical(name):
     bundle = parse_bundle_name(name)
     return bundle.namespace, bundle.range.lower
-
-
-_RATES = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
 
 
 def test_a_table_of_loads_gives_them_back_by_name():
@@ -93,16 +106,13 @@ def test_a_table_of_loads_gives_them_back_by_name():
 
 
 def test_canonical_rows_are_sorted_formatted_and_found_by_search():
-    table = BundleTable(
-        namespaces=["t/ns1", "t/ns10"],
-        namespace=[1, 0, 0],
-        lower=[0, 0x80000000, 0],
-        upper=[0xFFFFFFFF, 0xFFFFFFFF, 0x80000000],
+    table = ranges(
+        ["t/ns1", "t/ns10"],
+        [1, 0, 0],
+        [0, 0x80000000, 0],
+        [0xFFFFFFFF, 0xFFFFFFFF, 0x80000000],
         owners=["b1"],
         owner=[0, -1, 0],
-        short_term=np.zeros((3, 4)),
-        long_term=np.zeros((3, 4)),
-        counts=np.zeros((3, 3)),
     )
     names = ["t/ns1/0x00000000_0x80000000", "t/ns1/0x80000000_0xffffffff"]
     assert list(table) == [*names, "t/ns10/0x00000000_0xffffffff"]
@@ -229,16 +239,8 @@ def test_a_recent_unload_of_a_bundle_gone_since_is_ignored():
 
 
 def test_many_canonical_bundles_are_found_at_once():
-    table = BundleTable(
-        namespaces=["t/a", "t/b"],
-        namespace=[0, 0, 1],
-        lower=[0, 0x80000000, 0],
-        upper=[0x80000000, 0xFFFFFFFF, 0xFFFFFFFF],
-        owners=[],
-        owner=[-1, -1, -1],
-        short_term=np.zeros((3, 4)),
-        long_term=np.zeros((3, 4)),
-        counts=np.zeros((3, 3)),
+    table = ranges(
+        ["t/a", "t/b"], [0, 0, 1], [0, 0x80000000, 0], [0x80000000, 0xFFFFFFFF, 0xFFFFFFFF]
     )
     rows = table.rows_of(
         np.asarray([1, 0, 0, 1, -1, 2]),
@@ -247,17 +249,7 @@ def test_many_canonical_bundles_are_found_at_once():
     )
     # Found; found; another upper; another upper; no namespace; past the last key.
     assert rows.tolist() == [2, 1, -1, -1, -1, -1]
-    empty = BundleTable(
-        namespaces=[],
-        namespace=[],
-        lower=[],
-        upper=[],
-        owners=[],
-        owner=[],
-        short_term=[],
-        long_term=[],
-        counts=[],
-    )
+    empty = ranges([], [], [], [])
     assert empty.rows_of(np.asarray([0]), np.asarray([0]), np.asarray([1])).tolist() == [-1]
     with pytest.raises(ValueError, match="canonical"):
         BundleTable.from_loads([load("n/a")]).rows_of(np.zeros(1), np.zeros(1), np.zeros(1))

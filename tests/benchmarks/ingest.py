@@ -26,11 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support import free_port, redis_server
 
 
 def report(broker: str, bundles: list[str], at: float, rng_seed: int) -> bytes:
@@ -112,20 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="fulcrum-ingest-"))
     redis_port, web_port = free_port(), free_port()
-    redis = subprocess.Popen(
-        [
-            "redis-server",
-            "--port",
-            str(redis_port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-    )
+    redis = redis_server(redis_port, workdir)
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{workdir}/bench.sqlite3",
@@ -143,7 +126,6 @@ def main(argv: list[str] | None = None) -> None:
     from console.models import Broker, Bundle, Cluster, Namespace, Tenant
     from console.services import shedding_tick_run
 
-    time.sleep(0.3)
     call_command("migrate", verbosity=0)
     cluster = Cluster.objects.create(name="bench")
     tenant = Tenant.objects.create(cluster=cluster, name="t")

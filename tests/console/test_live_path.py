@@ -1,7 +1,7 @@
 """The live path heals itself: the websocket layer survives a Redis restart, and a task whose
 worker died mid-run runs again."""
 
-import socket
+import os
 import subprocess
 import sys
 import time
@@ -13,44 +13,13 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 
 from console.settings import channel_layer_host
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_redis(port, workdir):
-    process = subprocess.Popen(
-        [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(workdir),
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            return process
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("redis did not start")
+from tests.support import free_port, redis_server
 
 
 @pytest.fixture
 def private_redis(tmp_path, settings):
     port = free_port()
-    process = start_redis(port, tmp_path)
+    process = redis_server(port, tmp_path)
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -91,7 +60,7 @@ async def test_a_redis_restart_during_a_websocket_session_needs_no_second_try(pr
     private_redis["process"].terminate()
     private_redis["process"].wait(timeout=10)
     time.sleep(0.2)
-    private_redis["process"] = start_redis(private_redis["port"], private_redis["dir"])
+    private_redis["process"] = redis_server(private_redis["port"], private_redis["dir"])
     await first.disconnect()
     started = time.monotonic()
     second, connected, _ = await session()
@@ -104,10 +73,10 @@ async def test_a_redis_restart_during_a_websocket_session_needs_no_second_try(pr
 
 def test_a_task_whose_worker_died_mid_run_runs_again(tmp_path):
     port = free_port()
-    redis = start_redis(port, tmp_path)
+    redis = redis_server(port, tmp_path)
     url = f"redis://127.0.0.1:{port}/0"
     env = {
-        **__import__("os").environ,
+        **os.environ,
         "FULCRUM_DEMO": "1",
         "REDIS_URL": url,
         "FULCRUM_TASK_VISIBILITY_S": "2",
