@@ -9,17 +9,27 @@ to a Redis stream that ``history_flush`` folds into ``LoadReport`` rows in batch
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import logging
 import math
-from collections.abc import Callable
+import threading
+import uuid
+import weakref
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import numpy as np
 import redis
+import redis.asyncio as aredis
 from django.conf import settings
+from django.db import transaction
 
 # One row per bundle of a broker's entry. The bundle is named by its namespace's database id
 # and hash range; rates in RATE_FIELDS order (msg/s, msg/s, bytes/s, bytes/s).
@@ -114,45 +124,213 @@ def _entry(raw: Any) -> BrokerEntry | None:
     return BrokerEntry(report, bundles)
 
 
-def entry_put(
+# Compare-and-set of a broker's entry: written only when its "at" field is still the one the
+# caller's previous entry had ("" for none) and the ownership version is the one the caller
+# checked the report's bundles against; the report is appended to the history stream.
+# KEYS: entry, history, ownership version. ARGV: expected at, new at, report JSON, bundle
+# records, history maxlen, broker, expected ownership version, a fresh version (used when
+# there is none yet). Returns {1}: written; {0}: another write came first; {-1, version}: the
+# ownership changed since.
+_PUT_IF_UNCHANGED = """
+local version = redis.call('GET', KEYS[3])
+if not version then
+  version = ARGV[8]
+  redis.call('SET', KEYS[3], version)
+end
+if version ~= ARGV[7] then return {-1, version} end
+local at = redis.call('HGET', KEYS[1], 'at')
+if (at or '') ~= ARGV[1] then return {0} end
+redis.call('HSET', KEYS[1], 'at', ARGV[2], 'report', ARGV[3], 'bundles', ARGV[4])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'broker', ARGV[6], 'report', ARGV[3])
+return {1}
+"""
+_PUT_IF_UNCHANGED_SHA = hashlib.sha1(_PUT_IF_UNCHANGED.encode()).hexdigest()
+
+
+class OwnershipChanged(Exception):
+    """Bundles changed owners since the caller read them; ``version`` is the current one."""
+
+    def __init__(self, version: str) -> None:
+        super().__init__(version)
+        self.version = version
+
+
+class _Recent:
+    """The entries this process wrote last, per broker, with the "at" they were written with:
+    a broker keeps its connection, so its next report usually lands here and needs no read.
+    Bounded by the bytes of bundle records held (least recently written dropped first)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.held = 0
+        self.entries: OrderedDict[str, tuple[str, BrokerEntry]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, broker: str) -> tuple[str, BrokerEntry] | None:
+        with self.lock:
+            return self.entries.get(broker)
+
+    def put(self, broker: str, at: str, entry: BrokerEntry) -> None:
+        with self.lock:
+            self._drop(broker)
+            self.entries[broker] = (at, entry)
+            self.held += entry.bundles.nbytes
+            while self.held > self.max_bytes and self.entries:
+                self._drop(next(iter(self.entries)))
+
+    def drop(self, broker: str) -> None:
+        with self.lock:
+            self._drop(broker)
+
+    def _drop(self, broker: str) -> None:
+        old = self.entries.pop(broker, None)
+        if old is not None:
+            self.held -= old[1].bundles.nbytes
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+            self.held = 0
+
+
+_recent = _Recent(max_bytes=64 * 1024 * 1024)
+
+# The Redis client of the current task when it brings its own (``own_async_client``).
+_scoped_client: ContextVar[aredis.Redis | None] = ContextVar("loadstore_client", default=None)
+_loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aredis.Redis] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def async_client() -> aredis.Redis:
+    """The asyncio Redis client of the running event loop (one per loop: the web worker's)."""
+    scoped = _scoped_client.get()
+    if scoped is not None:
+        return scoped
+    loop = asyncio.get_running_loop()
+    found = _loop_clients.get(loop)
+    if found is None:
+        found = _loop_clients[loop] = aredis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30
+        )
+    return found
+
+
+@asynccontextmanager
+async def own_async_client() -> AsyncIterator[None]:
+    """A client of its own for the current task, closed at the end (a synchronous caller runs
+    the ingest on a throwaway event loop)."""
+    redis_client = aredis.Redis.from_url(
+        settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2
+    )
+    token = _scoped_client.set(redis_client)
+    try:
+        yield
+    finally:
+        _scoped_client.reset(token)
+        await redis_client.aclose()
+
+
+def _ownership_key() -> str:
+    return f"{settings.FULCRUM_LOAD_STORE_PREFIX}ownership"
+
+
+def ownership_changed() -> None:
+    """Record that bundles changed owners (a fresh version), so that every process re-reads
+    the ownership it checks reports against. A Redis failure is logged, not raised: the
+    processes re-read ownership within a minute anyway."""
+    try:
+        client().set(_ownership_key(), uuid.uuid4().hex)
+    except redis.RedisError as exc:
+        log.warning("could not record an ownership change in the live load store: %s", exc)
+
+
+def ownership_changing() -> None:
+    """Bundles change owners in the current transaction: a fresh version now (a reader in
+    this transaction) and another once it commits (a reader that read before the commit)."""
+    ownership_changed()
+    transaction.on_commit(ownership_changed, robust=True)
+
+
+async def ownership_version() -> str:
+    """The current ownership version (made when there is none yet)."""
+    redis_client = async_client()
+    found = await redis_client.get(_ownership_key())
+    if found is None:
+        await redis_client.set(_ownership_key(), uuid.uuid4().hex, nx=True)
+        found = await redis_client.get(_ownership_key())
+    return found.decode() if isinstance(found, bytes) else str(found)
+
+
+async def _read(broker: str) -> tuple[str, BrokerEntry | None]:
+    raw: Any = await async_client().hgetall(_key(broker))
+    return (raw or {}).get(b"at", b"").decode(), _entry(raw)
+
+
+async def entry_put(
     broker: str,
     build: Callable[[BrokerEntry | None], BrokerEntry],
     *,
     reported_at: float,
+    ownership: str,
 ) -> BrokerEntry:
     """Replace ``broker``'s entry with ``build(previous entry or None)`` when ``reported_at`` is
-    newer than the stored report, atomically (optimistic: WATCH, retried on a concurrent write),
-    and append the report to the history stream.
+    newer than the stored report and the ownership version is still ``ownership``, atomically
+    (compare-and-set, one round trip when this process wrote the previous entry; retried on a
+    concurrent write), and append the report to the history stream.
 
     Raises:
         StaleReport: the stored report is as new or newer; nothing is written.
+        OwnershipChanged: bundles changed owners since ``ownership``; nothing is written.
     """
-    key = _key(broker)
-    with client().pipeline() as pipe:
-        while True:
-            try:
-                pipe.watch(key)
-                previous = _entry(pipe.hgetall(key))
-                if previous is not None and previous.reported_at >= reported_at:
-                    raise StaleReport(previous.reported_at)
-                entry = build(previous)
-                report = json.dumps(entry.report, separators=(",", ":"))
-                pipe.multi()
-                pipe.hset(key, mapping={"report": report, "bundles": entry.bundles.tobytes()})
-                pipe.xadd(
-                    _history_key(),
-                    {"broker": broker, "report": report},
-                    maxlen=HISTORY_MAX,
-                    approximate=True,
-                )
-                pipe.execute()
-                return entry
-            except redis.WatchError:
+    recent = _recent.get(broker)
+    at, previous = recent if recent is not None else await _read(broker)
+    redis_client = async_client()
+    while True:
+        if previous is not None and previous.reported_at >= reported_at:
+            if recent is not None:  # the store may have been cleared since: ask it
+                recent = None
+                at, previous = await _read(broker)
                 continue
+            raise StaleReport(previous.reported_at)
+        entry = build(previous)
+        report = json.dumps(entry.report, separators=(",", ":"))
+        new_at = repr(reported_at)
+        answer = await _put_if_unchanged(
+            redis_client,
+            keys=[_key(broker), _history_key(), _ownership_key()],
+            args=[
+                at,
+                new_at,
+                report,
+                entry.bundles.tobytes(),
+                HISTORY_MAX,
+                broker,
+                ownership,
+                uuid.uuid4().hex,
+            ],
+        )
+        if answer[0] == 1:
+            _recent.put(broker, new_at, entry)
+            return entry
+        if answer[0] == -1:
+            raise OwnershipChanged(answer[1].decode())
+        recent = None
+        at, previous = await _read(broker)
+
+
+async def _put_if_unchanged(redis_client: aredis.Redis, *, keys: list[str], args: list[Any]) -> Any:
+    """``_PUT_IF_UNCHANGED`` by its digest, loaded first when the server does not know it."""
+    try:
+        return await redis_client.evalsha(_PUT_IF_UNCHANGED_SHA, len(keys), *keys, *args)
+    except redis.exceptions.NoScriptError:
+        await redis_client.script_load(_PUT_IF_UNCHANGED)
+        return await redis_client.evalsha(_PUT_IF_UNCHANGED_SHA, len(keys), *keys, *args)
 
 
 def entry_delete(broker: str) -> None:
     """Forget a broker's entry (the broker was removed)."""
+    _recent.drop(broker)
     client().delete(_key(broker))
 
 
@@ -173,6 +351,7 @@ def history_trim(ids: list[bytes]) -> None:
 
 def clear() -> None:
     """Remove every key of this store (tests, and a reset of the demo)."""
+    _recent.clear()
     redis_client = client()
     keys = list(redis_client.scan_iter(match=f"{settings.FULCRUM_LOAD_STORE_PREFIX}*", count=1000))
     if keys:

@@ -347,13 +347,23 @@ _CREDENTIAL_CACHE_S = 2.0
 _credentials: dict[str, tuple[str | None, float]] = {}
 
 
-def credential_broker(token: str) -> str | None:
-    """The broker an active token belongs to, None for no such token (cached for 2 s)."""
+class NotCached(LookupError):
+    """The answer is not cached and needs the database (asked with ``cached_only``)."""
+
+
+def credential_broker(token: str, *, cached_only: bool = False) -> str | None:
+    """The broker an active token belongs to, None for no such token (cached for 2 s).
+
+    Raises:
+        NotCached: ``cached_only`` and the answer needs the database.
+    """
     digest = BrokerCredential.digest(token)
     now = time.monotonic()
     hit = _credentials.get(digest)
     if hit is not None and hit[1] > now:
         return hit[0]
+    if cached_only:
+        raise NotCached(token)
     found = (
         BrokerCredential.objects.filter(token_sha256=digest, revoked_at__isnull=True)
         .values_list("broker__name", flat=True)
@@ -368,3 +378,22 @@ def credential_broker(token: str) -> str | None:
 def credential_cache_clear() -> None:
     """Forget cached token lookups (after a rotation or revocation in this process)."""
     _credentials.clear()
+
+
+def broker_owned_bundles(broker: str) -> list[tuple[int, str, int, int]] | None:
+    """The bundles ``broker`` owns as (namespace id, namespace name, lower, upper); None when no
+    broker has that name. One indexed query in SQL (the ORM's compilation costs more than the
+    query, and every load report asks)."""
+    # Table names come from the models, the broker name is a parameter.
+    bundle, namespace, owner = (m._meta.db_table for m in (Bundle, Namespace, Broker))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT b.namespace_id, n.name, b.lower, b.upper FROM {bundle} b "
+            f"JOIN {namespace} n ON n.id = b.namespace_id "
+            f"WHERE b.owner_id = (SELECT id FROM {owner} WHERE name = %s)",
+            [broker],
+        )
+        rows: list[tuple[int, str, int, int]] = cursor.fetchall()
+    if not rows and not Broker.objects.filter(name=broker).exists():
+        return None
+    return rows

@@ -16,22 +16,27 @@ from console.services.errors import ConsoleError
 log = logging.getLogger(__name__)
 
 
+def console_error_body(exc: ConsoleError) -> dict[str, Any]:
+    """A refused request's body: ``{"error": {"message", "field", ...extra}}``."""
+    return {"error": {"message": exc.message, "field": exc.field, **exc.extra}}
+
+
+INTERNAL_ERROR = {
+    "error": {"message": "internal error; the server log has the details", "field": None}
+}
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """``{"error": {"message", "field"}}`` for refused requests; DRF's own handling otherwise."""
     if isinstance(exc, ConsoleError):
-        return Response(
-            {"error": {"message": exc.message, "field": exc.field, **exc.extra}}, status=exc.status
-        )
+        return Response(console_error_body(exc), status=exc.status)
     if isinstance(exc, BalancerError):
         return Response({"error": exc.as_dict()}, status=400)
     response = drf_handler(exc, context)
     if response is None:
         # Anything else is our bug: logged with its traceback, answered without it.
         log.error("unhandled error in %s", context.get("view"), exc_info=exc)
-        return Response(
-            {"error": {"message": "internal error; the server log has the details", "field": None}},
-            status=500,
-        )
+        return Response(INTERNAL_ERROR, status=500)
     return response
 
 
@@ -47,8 +52,5 @@ def json_404(request: HttpRequest, exception: Exception | None = None) -> HttpRe
 def json_500(request: HttpRequest) -> HttpResponse:
     """Django's 500 outside DRF: JSON under /api/, the plain page elsewhere; never a traceback."""
     if request.path.startswith("/api/"):
-        return JsonResponse(
-            {"error": {"message": "internal error; the server log has the details", "field": None}},
-            status=500,
-        )
+        return JsonResponse(INTERNAL_ERROR, status=500)
     return server_error(request)

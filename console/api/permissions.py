@@ -42,6 +42,23 @@ class BrokerAgent:
         return self.broker or self.username
 
 
+INVALID_BROKER_TOKEN = "invalid broker token"
+
+
+def broker_agent(token: str, *, cached_only: bool = False) -> BrokerAgent | None:
+    """The broker a token speaks for: its own (``credentials``), or any for the demo's shared
+    FULCRUM_BROKER_TOKEN; None for an unknown or revoked token.
+
+    Raises:
+        NotCached: ``cached_only`` and the answer needs the database.
+    """
+    shared = settings.FULCRUM_BROKER_TOKEN
+    if shared and hmac.compare_digest(token, shared):
+        return BrokerAgent(None)
+    broker = credential_broker(token, cached_only=cached_only)
+    return None if broker is None else BrokerAgent(broker)
+
+
 class BrokerTokenAuthentication(authentication.BaseAuthentication):
     """``Authorization: Broker <token>``: a broker's own token (``credentials``), or in demo
     mode the shared FULCRUM_BROKER_TOKEN."""
@@ -53,15 +70,11 @@ class BrokerTokenAuthentication(authentication.BaseAuthentication):
         if not header or header[0] != self.keyword:
             return None
         if len(header) != 2:
-            raise exceptions.AuthenticationFailed("invalid broker token")
-        token = header[1]
-        shared = settings.FULCRUM_BROKER_TOKEN
-        if shared and hmac.compare_digest(token, shared):
-            return BrokerAgent(None), token
-        broker = credential_broker(token)
-        if broker is None:
-            raise exceptions.AuthenticationFailed("invalid broker token")
-        return BrokerAgent(broker), token
+            raise exceptions.AuthenticationFailed(INVALID_BROKER_TOKEN)
+        agent = broker_agent(header[1])
+        if agent is None:
+            raise exceptions.AuthenticationFailed(INVALID_BROKER_TOKEN)
+        return agent, header[1]
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword

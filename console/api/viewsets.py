@@ -26,6 +26,7 @@ from console.api.serializers import (
     LookupOutput,
     ReportRunOutput,
     UnloadOutput,
+    load_report_accepted,
 )
 from console.models import AuditEvent, Bundle, Decision, ReportRun
 from console.services import (
@@ -55,12 +56,7 @@ class LoadReportViewSet(viewsets.ViewSet):
         403 for another broker's report, 413 over the size limit; nothing is written then."""
         agent = cast(BrokerAgent, request.user)
         entry = load_report_ingest(request.body, as_broker=agent.broker)
-        body = {
-            "broker": entry.report["name"],
-            "reported_at": entry.reported_at,
-            "bundles": len(entry.bundles),
-        }
-        return Response(LoadReportOutput(body).data, status=status.HTTP_201_CREATED)
+        return Response(load_report_accepted(entry), status=status.HTTP_201_CREATED)
 
 
 @extend_schema(parameters=[OpenApiParameter("topic", str, required=True)], responses=LookupOutput)

@@ -19,7 +19,7 @@ from django.db import transaction
 from balancer import bundles as bundle_ops
 from balancer.cycle import Action, ActionKind, CyclePlan
 from balancer.errors import BalancerError
-from console import realtime
+from console import loadstore, realtime
 from console.models import AuditEvent, Broker, Bundle, Decision, Namespace
 from console.services.errors import ConsoleError
 
@@ -89,6 +89,8 @@ def plan_apply(
     """
     with transaction.atomic():
         planned = plan.planned()
+        if any(a.kind in (ActionKind.UNLOAD, ActionKind.PLACE, ActionKind.SPLIT) for a in planned):
+            loadstore.ownership_changing()
         rows = bundle_rows(
             a.target
             for a in planned

@@ -14,6 +14,7 @@ bundles is reused as it is.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import resource
 import statistics
@@ -96,6 +97,7 @@ def fill_live_store(now: float) -> None:
     )
     names = dict(Broker.objects.values_list("pk", "name"))
     starts = np.searchsorted(rows[:, 0], [*sorted(names), max(names) + 1])
+    entries = []
     for j, pk in enumerate(sorted(names)):
         mine = rows[starts[j] : starts[j + 1]]
         records = np.zeros(len(mine), dtype=loadstore.BUNDLE_RECORD)
@@ -116,11 +118,17 @@ def fill_live_store(now: float) -> None:
             "topics": 1,
             "reportedAt": now,
         }
-        loadstore.entry_put(
-            names[pk],
-            lambda _, r=report, b=records: loadstore.BrokerEntry(r, b),
-            reported_at=now,
-        )
+        entries.append((names[pk], loadstore.BrokerEntry(report, records)))
+
+    async def put_all() -> None:
+        async with loadstore.own_async_client():
+            version = await loadstore.ownership_version()
+            for name, entry in entries:
+                await loadstore.entry_put(
+                    name, lambda _, e=entry: e, reported_at=now, ownership=version
+                )
+
+    asyncio.run(put_all())
     loadstore.history_trim([i for i, _, _ in loadstore.history_read(10 * len(names))])
     print(f"filled the live load store in {time.perf_counter() - started:.0f} s")
 
