@@ -1,12 +1,15 @@
 """Load report ingest over HTTP against the real web tier, printed as a Markdown table.
 
     .venv/bin/python -m tests.benchmarks.ingest [--workers 2] [--brokers 64] [--seconds 10]
+        [--concurrency 1 8 32]
 
 Starts a Redis (``redis-server`` on a free port), a throwaway SQLite database with ``--brokers``
 brokers owning 100 bundles each, and Uvicorn with ``--workers`` processes serving
-``console.asgi:application`` (the production command of the README). Then, for each concurrency
-(1, 8, 32), clients post simulator-shaped reports (100 bundle stats, about 27 KB) for
-``--seconds``, each broker from one client so that its timestamps only grow. A shedding tick is
+``console.asgi:application`` (the production command of the README). Every broker then connects
+(one keep-alive connection each, one after the other, as brokers come up), and for each
+concurrency that many simulator-shaped reports (100 bundle stats, about 21 KB) are in flight for
+``--seconds``, the brokers taking turns so that a broker's timestamps only grow. The load
+generator runs in a process of its own; a shedding tick runs every second in this one and is
 timed before the load and during it. Prints reports/s, p50 and p99 latency and errors.
 """
 
