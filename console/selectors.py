@@ -38,6 +38,7 @@ from console.models import (
     Bundle,
     BundleLive,
     Cluster,
+    ClusterSample,
     Namespace,
 )
 
@@ -397,3 +398,21 @@ def broker_owned_bundles(broker: str) -> list[tuple[int, str, int, int]] | None:
     if not rows and not Broker.objects.filter(name=broker).exists():
         return None
     return rows
+
+
+def cv_series(*, limit: int = 360) -> dict[str, list[Any]]:
+    """The last ``limit`` CV samples for the dashboard's plot: ``at`` (ISO 8601, UTC) and ``cv``
+    (population standard deviation / mean of broker usage). Where two samples are more than 3
+    loop intervals apart (the console was stopped) a null goes between them, so the line breaks
+    there instead of drawing a trend nobody measured."""
+    samples = list(ClusterSample.objects.order_by("-at")[:limit])[::-1]
+    gap = timedelta(seconds=3 * max(balancer_config_get().loop_interval_s, 1.0))
+    at: list[str] = []
+    cv: list[float | None] = []
+    for before, sample in zip([None, *samples], samples, strict=False):
+        if before is not None and sample.at - before.at > gap:
+            at.append((before.at + (sample.at - before.at) / 2).isoformat())
+            cv.append(None)
+        at.append(sample.at.isoformat())
+        cv.append(sample.cv)
+    return {"at": at, "cv": cv}

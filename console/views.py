@@ -12,7 +12,7 @@ from plotly.offline import get_plotlyjs
 
 from console import selectors
 from console.access import is_operator
-from console.models import AuditEvent, ClusterSample, Decision, Namespace, ReportRun
+from console.models import AuditEvent, Decision, Namespace, ReportRun
 
 
 @require_GET
@@ -26,14 +26,13 @@ def plotly_js(request: HttpRequest) -> HttpResponse:
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Broker rankings, current CV and the CV over time; live over the websocket."""
     rows = selectors.broker_rankings()
-    samples = list(ClusterSample.objects.order_by("-at")[:360])[::-1]
     return render(
         request,
         "console/dashboard.html",
         {
             "rankings": rows,
             "imbalance": selectors.current_imbalance(rows),
-            "cv_series": {"at": [s.at.isoformat() for s in samples], "cv": [s.cv for s in samples]},
+            "cv_series": selectors.cv_series(),
             "decisions": Decision.objects.filter(kind=Decision.Kind.SHED)[:10],
         },
     )

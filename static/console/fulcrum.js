@@ -92,7 +92,7 @@ const Fulcrum = (() => {
       const list = document.getElementById("decisions");
       const li = document.createElement("li");
       li.innerHTML = `<time></time> <b></b> <span></span>`;
-      li.querySelector("time").textContent = new Date(p.at).toLocaleTimeString();
+      li.querySelector("time").textContent = new Date(p.at).toISOString().slice(11, 19);  // UTC, as the page
       li.querySelector("b").textContent = p.strategy;
       li.querySelector("span").textContent = `${p.reason} — ${p.summary}`;
       list.prepend(li);

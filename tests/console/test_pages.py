@@ -65,3 +65,22 @@ def test_plotly_is_served_locally(client):
 def test_audit_and_reports_pages_render(logged_in, cluster):
     assert "No actions yet" in logged_in.get("/audit/").content.decode()
     assert "Run report" in logged_in.get("/reports/").content.decode()
+
+
+def test_the_cv_plot_breaks_where_the_console_was_stopped(logged_in, cluster):
+    from datetime import UTC, datetime, timedelta
+
+    from console.models import ClusterSample
+
+    start = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+    # Every 10 s for a minute, then nothing for two hours (stopped), then again.
+    times = [start + timedelta(seconds=10 * i) for i in range(6)]
+    times += [start + timedelta(hours=2, seconds=10 * i) for i in range(3)]
+    ClusterSample.objects.bulk_create(
+        ClusterSample(at=t, mean_usage_fraction=0.5, std_usage_fraction=0.1, cv=0.2) for t in times
+    )
+    series = logged_in.get("/").context["cv_series"]
+    assert series["cv"].count(None) == 1
+    gap = series["cv"].index(None)
+    assert series["at"][gap - 1] < series["at"][gap] < series["at"][gap + 1]
+    assert len(series["cv"]) == len(times) + 1
