@@ -15,9 +15,9 @@ def _ownership_may_have_changed(sender: Any, **kwargs: Any) -> None:
 
 
 class ConsoleConfig(AppConfig):
-    """A saved or deleted bundle or broker (the admin, a test, a cascade) gives the ownership a
-    new version, as ``plan_apply`` does for its bulk updates: the ingest's cached ownership is
-    then read again."""
+    """A saved or deleted bundle, or a deleted broker (its bundles lose their owner), gives the
+    ownership a new version, as ``plan_apply`` does for its bulk updates: the ingest's cached
+    ownership is then read again. A new broker owns nothing: creating one changes nothing."""
 
     name = "console"
     default_auto_field = "django.db.models.BigAutoField"
@@ -25,6 +25,6 @@ class ConsoleConfig(AppConfig):
     def ready(self) -> None:
         from console.models import Broker, Bundle
 
-        for model in (Bundle, Broker):
-            post_save.connect(_ownership_may_have_changed, sender=model, weak=False)
-            post_delete.connect(_ownership_may_have_changed, sender=model, weak=False)
+        post_save.connect(_ownership_may_have_changed, sender=Bundle, weak=False)
+        post_delete.connect(_ownership_may_have_changed, sender=Bundle, weak=False)
+        post_delete.connect(_ownership_may_have_changed, sender=Broker, weak=False)

@@ -233,3 +233,15 @@ def test_an_entry_written_by_another_process_is_folded_not_overwritten(owns_one)
     with pytest.raises(ConsoleError) as refused:
         ingest(report("broker-1", 1.0, timestamp=now + 1.5))
     assert refused.value.field == "timestamp"
+
+
+def test_a_removed_broker_s_bundles_are_drift_for_it_at_once(owns_one):
+    assert ingest(report("broker-1", 1.0, bundles=[BUNDLE])) is not None
+    version = async_to_sync(loadstore.ownership_version)()
+    Broker.objects.create(name="broker-9", cluster=owns_one.namespace.tenant.cluster)
+    assert async_to_sync(loadstore.ownership_version)() == version  # a new broker owns nothing
+    Broker.objects.get(name="broker-1").delete()
+    assert async_to_sync(loadstore.ownership_version)() != version
+    with pytest.raises(ConsoleError) as refused:
+        ingest(report("broker-1", 1.0, bundles=[BUNDLE], timestamp=time.time() + 1))
+    assert refused.value.status == 404
