@@ -16,7 +16,6 @@ import logging
 import math
 import threading
 import uuid
-import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -124,13 +123,14 @@ def _entry(raw: Any) -> BrokerEntry | None:
     return BrokerEntry(report, bundles)
 
 
-# Compare-and-set of a broker's entry: written only when its "at" field is still the one the
-# caller's previous entry had ("" for none) and the ownership version is the one the caller
-# checked the report's bundles against; the report is appended to the history stream.
-# KEYS: entry, history, ownership version. ARGV: expected at, new at, report JSON, bundle
-# records, history maxlen, broker, expected ownership version, a fresh version (used when
-# there is none yet). Returns {1}: written; {0}: another write came first; {-1, version}: the
-# ownership changed since.
+# Compare-and-set of a broker's entry: written only when its "at" field (the id of the write
+# that made it) is still the one the caller's previous entry had ("" for none) and the
+# ownership version is the one the caller checked the report's bundles against; the report is
+# appended to the history stream.
+# KEYS: entry, history, ownership version. ARGV: expected write id, new write id, report JSON,
+# bundle records, history maxlen, broker, expected ownership version, a fresh version (used
+# when there is none yet). Returns {1}: written; {0}: another write came first; {-1, version}:
+# the ownership changed since.
 _PUT_IF_UNCHANGED = """
 local version = redis.call('GET', KEYS[3])
 if not version then
@@ -156,7 +156,7 @@ class OwnershipChanged(Exception):
 
 
 class _Recent:
-    """The entries this process wrote last, per broker, with the "at" they were written with:
+    """The entries this process wrote last, per broker, with the id of the write that made them:
     a broker keeps its connection, so its next report usually lands here and needs no read.
     Bounded by the bytes of bundle records held (least recently written dropped first)."""
 
@@ -197,9 +197,7 @@ _recent = _Recent(max_bytes=64 * 1024 * 1024)
 
 # The Redis client of the current task when it brings its own (``own_async_client``).
 _scoped_client: ContextVar[aredis.Redis | None] = ContextVar("loadstore_client", default=None)
-_loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aredis.Redis] = (
-    weakref.WeakKeyDictionary()
-)
+_loop_clients: dict[asyncio.AbstractEventLoop, aredis.Redis] = {}
 
 
 def async_client() -> aredis.Redis:
@@ -210,6 +208,8 @@ def async_client() -> aredis.Redis:
     loop = asyncio.get_running_loop()
     found = _loop_clients.get(loop)
     if found is None:
+        for gone in [old for old in _loop_clients if old.is_closed()]:
+            del _loop_clients[gone]  # a throwaway loop's client, and its sockets, can go
         found = _loop_clients[loop] = aredis.Redis.from_url(
             settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30
         )
@@ -295,7 +295,7 @@ async def entry_put(
             raise StaleReport(previous.reported_at)
         entry = build(previous)
         report = json.dumps(entry.report, separators=(",", ":"))
-        new_at = repr(reported_at)
+        new_at = uuid.uuid4().hex  # this write's id: never repeats, unlike a timestamp
         answer = await _put_if_unchanged(
             redis_client,
             keys=[_key(broker), _history_key(), _ownership_key()],

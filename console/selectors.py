@@ -6,15 +6,16 @@ import gc
 import itertools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from django.db.models import Field
 from psycopg.abc import Buffer
 
@@ -41,8 +42,10 @@ from console.models import (
     ClusterSample,
     Namespace,
 )
+from console.services.errors import ConsoleError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def broker_load_from_document(name: str, doc: dict[str, Any]) -> BrokerLoad:
@@ -416,3 +419,20 @@ def cv_series(*, limit: int = 360) -> dict[str, list[Any]]:
         at.append(sample.at.isoformat())
         cv.append(sample.cv)
     return {"at": at, "cv": cv}
+
+
+async def database_read(read: Callable[..., T], *args: Any) -> T:
+    """``read(*args)`` on Django's sync thread, for the asyncio hot path (outside Django's request
+    cycle, which would otherwise recycle the connection): a connection the database dropped is
+    closed, so that the next read reconnects, and the call is refused.
+
+    Raises:
+        ConsoleError: 503 the metadata store is unreachable.
+    """
+    try:
+        return await sync_to_async(read)(*args)
+    except (OperationalError, InterfaceError) as exc:
+        await sync_to_async(close_old_connections)()
+        raise ConsoleError(
+            f"the metadata store is unavailable, retry later: {exc}", status=503
+        ) from None

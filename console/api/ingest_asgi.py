@@ -21,14 +21,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from console.api.errors import INTERNAL_ERROR, console_error_body
 from console.api.permissions import INVALID_BROKER_TOKEN, broker_agent
 from console.api.serializers import load_report_accepted
-from console.selectors import NotCached
+from console.selectors import NotCached, database_read
 from console.services.errors import ConsoleError
 from console.services.ingest import load_report_ingest_async, report_size_check
 
@@ -40,7 +39,7 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-_BROKER = b"broker "
+_BROKER = b"Broker "  # as DRF's BrokerTokenAuthentication: exactly
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -55,7 +54,7 @@ def handles(scope: Scope) -> bool:
     if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != INGEST_PATH:
         return False
     authorization = _header(scope, b"authorization")
-    if authorization is None or authorization[:7].lower() != _BROKER:
+    if authorization is None or authorization[:7] != _BROKER:
         return False
     if settings.SECURE_SSL_REDIRECT and scope.get("scheme") != "https":
         return False  # Django redirects it
@@ -81,11 +80,19 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         *extra,
     ]
     if settings.SECURE_HSTS_SECONDS and scope.get("scheme") == "https":
-        headers.append(
-            (b"strict-transport-security", f"max-age={settings.SECURE_HSTS_SECONDS}".encode())
-        )
+        headers.append((b"strict-transport-security", _hsts().encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
+
+
+def _hsts() -> str:
+    """Strict-Transport-Security as Django's SecurityMiddleware writes it."""
+    value = f"max-age={settings.SECURE_HSTS_SECONDS}"
+    if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS:
+        value += "; includeSubDomains"
+    if settings.SECURE_HSTS_PRELOAD:
+        value += "; preload"
+    return value
 
 
 class _Disconnected(Exception):
@@ -123,7 +130,7 @@ async def _post(
             try:
                 agent = broker_agent(parts[1], cached_only=True)
             except NotCached:
-                agent = await sync_to_async(broker_agent)(parts[1])
+                agent = await database_read(broker_agent, parts[1])
         if agent is None:
             return 401, {"detail": INVALID_BROKER_TOKEN}, [(b"www-authenticate", b"Broker")]
         if isinstance(body, int):

@@ -53,7 +53,7 @@ def broker_agent(token: str, *, cached_only: bool = False) -> BrokerAgent | None
         NotCached: ``cached_only`` and the answer needs the database.
     """
     shared = settings.FULCRUM_BROKER_TOKEN
-    if shared and hmac.compare_digest(token, shared):
+    if shared and hmac.compare_digest(token.encode(), shared.encode()):  # any text: no TypeError
         return BrokerAgent(None)
     broker = credential_broker(token, cached_only=cached_only)
     return None if broker is None else BrokerAgent(broker)

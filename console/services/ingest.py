@@ -9,14 +9,13 @@ import re
 import time
 from collections import Counter
 from datetime import UTC, datetime
-from functools import lru_cache
 from operator import itemgetter
 from typing import Annotated
 
 import jiter
 import numpy as np
 import redis
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from typing_extensions import TypedDict
@@ -189,7 +188,7 @@ async def load_report_ingest_async(raw: bytes, *, as_broker: str | None) -> load
     version: str | None = None
     fresh = False
     try:
-        while True:
+        for _ in range(_MAX_ATTEMPTS):
             version, owned, fresh = await _owned_bundles(report.name, version, fresh=fresh)
             try:
                 new = _records(report, owned)
@@ -212,6 +211,11 @@ async def load_report_ingest_async(raw: bytes, *, as_broker: str | None) -> load
                 )
             except loadstore.OwnershipChanged as changed:
                 version, fresh = changed.version, True
+        raise ConsoleError(
+            f"bundles kept changing owners while this report was checked ({_MAX_ATTEMPTS} "
+            "tries); send it again",
+            status=503,
+        )
     except loadstore.StaleReport as stale:
         raise ConsoleError(
             f"timestamp {at:.3f} is not after {report.name}'s last accepted report "
@@ -223,6 +227,9 @@ async def load_report_ingest_async(raw: bytes, *, as_broker: str | None) -> load
             f"the live load store (Redis) is unavailable, retry later: {exc}", status=503
         ) from None
 
+
+# Tries at checking a report against ownership that moves meanwhile.
+_MAX_ATTEMPTS = 5
 
 # Owned bundles per broker, as (ownership version, read at (monotonic s), rows). Re-read when the
 # ownership version moves, and at least this often in case a writer did not say so.
@@ -246,14 +253,15 @@ async def _owned_bundles(
         return hit[0], hit[2], False
     if version is None:
         version = await loadstore.ownership_version()
-    rows = await sync_to_async(selectors.broker_owned_bundles)(broker)
+    rows = await selectors.database_read(selectors.broker_owned_bundles, broker)
     if rows is None:
         _owned.pop(broker, None)
         raise ConsoleError(f"unknown broker {broker!r}", status=404, field="name")
     if len(_owned) >= 10_000:
         _owned.clear()
-    _owned[broker] = (version, now, tuple(rows))
-    return version, tuple(rows), True
+    owned = tuple(rows)
+    _owned[broker] = (version, now, owned)
+    return version, owned, True
 
 
 def _records(report: LoadReportInput, owned: tuple[tuple[int, str, int, int], ...]) -> np.ndarray:
@@ -265,7 +273,15 @@ def _records(report: LoadReportInput, owned: tuple[tuple[int, str, int, int], ..
     """
     stats = report.bundleStats
     new = np.zeros(len(stats), dtype=loadstore.BUNDLE_RECORD)
-    keys = _stats_keys(report.name, owned, tuple(stats))
+    names = tuple(stats)
+    cached = _keys.get(report.name)
+    if cached is not None and cached[0] is owned and cached[1] == names:
+        keys = cached[2]
+    else:
+        keys = _stats_keys(report.name, owned, names)
+        if len(_keys) >= 10_000:
+            _keys.clear()
+        _keys[report.name] = (owned, names, keys)
     if stats:
         new["namespace"], new["lower"], new["upper"] = keys[:, 0], keys[:, 1], keys[:, 2]
         values = stats.values()
@@ -284,12 +300,16 @@ _rates = itemgetter(*_RATE_NAMES)
 _counts = itemgetter(*_COUNT_NAMES)
 
 
-@lru_cache(maxsize=4096)
+# Per broker: the owned bundles and stats names its last report was checked with, and their keys
+# (a broker names the same bundles in the same order until they move).
+_keys: dict[str, tuple[tuple[tuple[int, str, int, int], ...], tuple[str, ...], np.ndarray]] = {}
+
+
 def _stats_keys(
     broker: str, owned: tuple[tuple[int, str, int, int], ...], names: tuple[str, ...]
 ) -> np.ndarray:
     """(namespace id, lower, upper) of each of ``names`` among the bundles ``broker`` owns, as
-    an (n, 3) array; a broker names the same bundles in the same order until they move.
+    an (n, 3) array.
 
     Raises:
         ConsoleError: 400 more names than owned bundles, or a name not owned
@@ -312,7 +332,7 @@ def _stats_keys(
             drift=drift,
         )
     keys = np.asarray([rows[name] for name in names], dtype=np.int64).reshape(-1, 3)
-    keys.setflags(write=False)  # shared by every report that names the same bundles
+    keys.setflags(write=False)  # kept for the broker's next reports
     return keys
 
 

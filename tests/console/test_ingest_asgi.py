@@ -40,7 +40,7 @@ def asgi_post(body, *, token=None, headers=None):
                 "/api/load-reports/",
                 content=content,
                 headers={
-                    "Authorization": f"Broker {token}",
+                    "Authorization": f"Broker {token}".encode("latin-1"),
                     "Content-Type": "application/json",
                     **(headers or {}),
                 },
@@ -153,19 +153,65 @@ def test_only_broker_reports_take_the_hot_path(settings):
     assert ingest_asgi.handles(scope(scheme="https"))
 
 
-def test_a_user_posting_a_report_still_meets_the_view(owns_one, operator):
+def test_everything_but_a_broker_token_meets_the_view(owns_one, operator, client, monkeypatch):
     from console.asgi import application
 
-    async def send():
-        transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
-            return await c.post("/api/load-reports/", json=report("broker-1", 1.0))
+    def not_here(*args):
+        raise AssertionError("the hot path answered a request that is Django's")
 
-    assert async_to_sync(send)().status_code in (401, 403)
+    monkeypatch.setattr(ingest_asgi, "app", not_here)
+    client.force_login(operator)
+
+    async def send(headers):
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(
+            transport=transport,
+            base_url="http://testserver",
+            cookies={name: morsel.value for name, morsel in client.cookies.items()},
+        ) as c:
+            return await c.post("/api/load-reports/", json=report("broker-1", 1.0), headers=headers)
+
+    as_operator = async_to_sync(send)({})
+    assert as_operator.status_code == 403  # DRF's answer (CSRF: a session posts no reports)
+    assert "detail" in as_operator.json()
+    # The keyword is DRF's, exactly: "broker <token>" is not a broker token there either.
+    lowercase = async_to_sync(send)(
+        {"Authorization": f"broker {django_settings.FULCRUM_BROKER_TOKEN}"}
+    )
+    assert lowercase.status_code == 403
     assert loadstore.entry_get("broker-1") is None
 
 
+def test_a_token_of_any_text_is_a_401_not_a_500(owns_one):
+    response = asgi_post(report("broker-1", 1.0), token="tökén")
+    assert response.status_code == 401
+    assert django_post(report("broker-1", 1.0), token="tökén").status_code == 401
+
+
+def test_without_redis_a_report_is_a_503_and_nothing_is_written(owns_one, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    with pytest.raises(ConsoleError) as refused:
+        ingest(report("broker-1", 1.0))
+    assert refused.value.status == 503
+    assert "Redis" in refused.value.message
+
+
 # -- the process's caches ----------------------------------------------------------------------
+
+
+def test_a_bundle_the_balancer_moves_is_drift_at_once_for_its_old_owner(owns_one, operator):
+    from console.services import bundle_unload
+
+    other = Bundle.objects.get(namespace__name="acme/orders", lower=0x40000000)
+    other.owner = Broker.objects.get(name="broker-1")
+    other.save()
+    both = [BUNDLE, "acme/orders/0x40000000_0x80000000"]
+    assert ingest(report("broker-1", 1.0, bundles=both)).bundles.size == 2  # now cached
+    bundle_unload(BUNDLE, actor=operator, destination="broker-2")  # plan_apply, bulk update
+    with pytest.raises(ConsoleError) as refused:
+        ingest(report("broker-1", 1.0, bundles=both, timestamp=time.time() + 1))
+    # Checked against the cached copy (2 bundles) it would have passed.
+    assert refused.value.message == "2 bundle stats for the 1 bundle(s) broker-1 owns"
 
 
 def test_a_moved_bundle_is_ownership_drift_at_once_for_its_old_owner(owns_one):
