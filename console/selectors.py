@@ -347,41 +347,45 @@ def bundles_with_loads(bundles: Sequence[Bundle]) -> Sequence[Bundle]:
 
 
 # token SHA-256 -> (broker, monotonic expiry): a revoked token stops working within this long.
-_CREDENTIAL_CACHE_S = 2.0
-_credentials: dict[str, tuple[str | None, float]] = {}
-
-
 class NotCached(LookupError):
     """The answer is not cached and needs the database (asked with ``cached_only``)."""
 
 
+_CREDENTIAL_CACHE_S = 2.0
+# Every active token's digest -> its broker, and until when (monotonic s) that copy holds. One
+# query reads them all: a thousand brokers' tokens cost one lookup per process every 2 s, and a
+# stream of made-up tokens costs none.
+_credentials: tuple[float, dict[str, str]] | None = None
+
+
 def credential_broker(token: str, *, cached_only: bool = False) -> str | None:
-    """The broker an active token belongs to, None for no such token (cached for 2 s).
+    """The broker an active token belongs to, None for no such token. Revoked or rotated tokens
+    stop within 2 s in every process (at once in the one that revoked them).
 
     Raises:
         NotCached: ``cached_only`` and the answer needs the database.
     """
-    digest = BrokerCredential.digest(token)
+    global _credentials
+    table = _credentials
     now = time.monotonic()
-    hit = _credentials.get(digest)
-    if hit is not None and hit[1] > now:
-        return hit[0]
-    if cached_only:
-        raise NotCached(token)
-    found = (
-        BrokerCredential.objects.filter(token_sha256=digest, revoked_at__isnull=True)
-        .values_list("broker__name", flat=True)
-        .first()
-    )
-    if len(_credentials) > 10_000:
-        _credentials.clear()
-    _credentials[digest] = (found, now + _CREDENTIAL_CACHE_S)
-    return found
+    if table is None or table[0] <= now:
+        if cached_only:
+            raise NotCached(token)
+        table = _credentials = (
+            now + _CREDENTIAL_CACHE_S,
+            dict(
+                BrokerCredential.objects.filter(revoked_at__isnull=True).values_list(
+                    "token_sha256", "broker__name"
+                )
+            ),
+        )
+    return table[1].get(BrokerCredential.digest(token))
 
 
 def credential_cache_clear() -> None:
     """Forget cached token lookups (after a rotation or revocation in this process)."""
-    _credentials.clear()
+    global _credentials
+    _credentials = None
 
 
 def broker_owned_bundles(broker: str) -> list[tuple[int, str, int, int]] | None:

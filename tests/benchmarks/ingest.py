@@ -7,7 +7,8 @@ Starts a Redis (``redis-server`` on a free port), a throwaway SQLite database wi
 brokers owning 100 bundles each, and Uvicorn with ``--workers`` processes serving
 ``console.asgi:application`` (the production command of the README). Every broker then connects
 (one keep-alive connection each, one after the other, as brokers come up), and for each
-concurrency that many simulator-shaped reports (100 bundle stats, about 21 KB) are in flight for
+concurrency that many simulator-shaped reports (100 bundle stats, about 21 KB, each broker with
+its own token) are in flight for
 ``--seconds``, the brokers taking turns so that a broker's timestamps only grow. The load
 generator runs in a process of its own; a shedding tick runs every second in this one and is
 timed before the load and during it. Prints reports/s, p50 and p99 latency and errors.
@@ -103,7 +104,11 @@ class _Broker:
 
 
 def drive(
-    port: int, token: str, owned: dict[str, list[str]], concurrency: int, seconds: float
+    port: int,
+    tokens: dict[str, str],
+    owned: dict[str, list[str]],
+    concurrency: int,
+    seconds: float,
 ) -> tuple[list[float], dict[int, int], float]:
     """Every broker on a connection of its own, ``concurrency`` reports in flight for
     ``seconds``, the brokers taking turns (a broker's reports never overlap, so its timestamps
@@ -115,7 +120,10 @@ def drive(
     async def run() -> float:
         brokers = [
             _Broker(
-                port, token, name, [report(name, owned[name], "@timestamp", s) for s in range(4)]
+                port,
+                tokens[name],
+                name,
+                [report(name, owned[name], "@timestamp", s) for s in range(4)],
             )
             for name in sorted(owned)
         ]
@@ -227,9 +235,12 @@ def main(argv: list[str] | None = None) -> None:
                 break
             except OSError:
                 time.sleep(0.2)
-        token = os.environ.get("FULCRUM_BROKER_TOKEN", "fulcrum-dev-broker-token")
+        # Each broker its own token, as in production (looked up, then cached for 2 s).
+        from console.services.credentials import credential_rotate
+
+        tokens = {name: credential_rotate(name, actor=None)[1] for name in owned}
         pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        pool.submit(drive, web_port, token, owned, 4, 2.0).result()  # warm up
+        pool.submit(drive, web_port, tokens, owned, 4, 2.0).result()  # warm up
         t0 = time.perf_counter()
         shedding_tick_run()
         idle_tick = time.perf_counter() - t0
@@ -256,7 +267,7 @@ def main(argv: list[str] | None = None) -> None:
             ticker = threading.Thread(target=tick_loop, args=(time.monotonic() + args.seconds,))
             ticker.start()
             latencies, errors, elapsed = pool.submit(
-                drive, web_port, token, owned, concurrency, args.seconds
+                drive, web_port, tokens, owned, concurrency, args.seconds
             ).result()
             ticker.join()
             latencies.sort()
