@@ -150,6 +150,16 @@ def test_a_body_over_the_limit_is_a_json_413(owns_one, broker_client, settings):
     assert nothing_written()
 
 
+def test_a_body_django_will_not_even_read_is_a_json_413_too(owns_one, broker_client, settings):
+    settings.FULCRUM_MAX_REPORT_BYTES = 1000
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2000
+    body = json.dumps({"name": "broker-1", "bundles": ["x" * 100] * 50}).encode()
+    response = broker_client.post("/api/load-reports/", body, content_type="application/json")
+    assert response.status_code == 413
+    assert "at most 1,000 bytes" in response.json()["error"]["message"]
+    assert nothing_written()
+
+
 def test_unknown_broker_is_404_and_writes_nothing(cluster, broker_client):
     response = post(broker_client, report("ghost", 1.0))
     assert response.status_code == 404
