@@ -15,6 +15,7 @@ urlpatterns = [
     path("audit/", views.audit, name="audit"),
     path("reports/", views.reports, name="reports"),
     path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("console.api.urls")),

@@ -22,6 +22,13 @@ def plotly_js(request: HttpRequest) -> HttpResponse:
     return HttpResponse(get_plotlyjs(), content_type="application/javascript")
 
 
+def favicon(request: HttpRequest) -> HttpResponse:
+    """No icon, said without a 404 (the admin's and DRF's pages ask for /favicon.ico)."""
+    response = HttpResponse(status=204)
+    response["Cache-Control"] = "max-age=86400"
+    return response
+
+
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Broker rankings, current CV and the CV over time; live over the websocket."""

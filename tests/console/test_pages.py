@@ -55,6 +55,10 @@ def test_bundles_page_has_unload_buttons_for_operators_only(logged_in, cluster, 
     assert 'class="unload"' not in client.get("/namespaces/acme/orders/bundles/").content.decode()
 
 
+def test_no_favicon_is_a_204_not_a_404(client):
+    assert client.get("/favicon.ico").status_code == 204
+
+
 def test_plotly_is_served_locally(client):
     response = client.get("/vendor/plotly.min.js")
     assert response.status_code == 200
