@@ -10,7 +10,6 @@ to a Redis stream that ``history_flush`` folds into ``LoadReport`` rows in batch
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import math
@@ -70,12 +69,18 @@ class BrokerEntry:
         return float(self.report["reportedAt"])
 
 
+# Every client of this store, synchronous or asyncio: its timeouts (s).
+_CLIENT_OPTIONS: dict[str, Any] = {
+    "socket_timeout": 5,
+    "socket_connect_timeout": 2,
+    "health_check_interval": 30,
+}
+
+
 @cache
 def client() -> redis.Redis:
     """The process's Redis client (a connection pool; safe across forks)."""
-    return redis.Redis.from_url(
-        settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30
-    )
+    return redis.Redis.from_url(settings.REDIS_URL, **_CLIENT_OPTIONS)
 
 
 def _key(broker: str) -> str:
@@ -144,7 +149,6 @@ redis.call('HSET', KEYS[1], 'at', ARGV[2], 'report', ARGV[3], 'bundles', ARGV[4]
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'broker', ARGV[6], 'report', ARGV[3])
 return {1}
 """
-_PUT_IF_UNCHANGED_SHA = hashlib.sha1(_PUT_IF_UNCHANGED.encode()).hexdigest()
 
 
 class OwnershipChanged(Exception):
@@ -210,9 +214,7 @@ def async_client() -> aredis.Redis:
     if found is None:
         for gone in [old for old in _loop_clients if old.is_closed()]:
             del _loop_clients[gone]  # a throwaway loop's client, and its sockets, can go
-        found = _loop_clients[loop] = aredis.Redis.from_url(
-            settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30
-        )
+        found = _loop_clients[loop] = aredis.Redis.from_url(settings.REDIS_URL, **_CLIENT_OPTIONS)
     return found
 
 
@@ -220,9 +222,7 @@ def async_client() -> aredis.Redis:
 async def own_async_client() -> AsyncIterator[None]:
     """A client of its own for the current task, closed at the end (a synchronous caller runs
     the ingest on a throwaway event loop)."""
-    redis_client = aredis.Redis.from_url(
-        settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2
-    )
+    redis_client = aredis.Redis.from_url(settings.REDIS_URL, **_CLIENT_OPTIONS)
     token = _scoped_client.set(redis_client)
     try:
         yield
@@ -254,12 +254,9 @@ def ownership_changing() -> None:
 
 async def ownership_version() -> str:
     """The current ownership version (made when there is none yet)."""
-    redis_client = async_client()
-    found = await redis_client.get(_ownership_key())
-    if found is None:
-        await redis_client.set(_ownership_key(), uuid.uuid4().hex, nx=True)
-        found = await redis_client.get(_ownership_key())
-    return found.decode() if isinstance(found, bytes) else str(found)
+    made = uuid.uuid4().hex
+    found: Any = await async_client().set(_ownership_key(), made, nx=True, get=True)
+    return made if found is None else bytes(found).decode()
 
 
 async def _read(broker: str) -> tuple[str, BrokerEntry | None]:
@@ -285,7 +282,7 @@ async def entry_put(
     """
     recent = _recent.get(broker)
     at, previous = recent if recent is not None else await _read(broker)
-    redis_client = async_client()
+    put_if_unchanged = async_client().register_script(_PUT_IF_UNCHANGED)  # EVALSHA, loads once
     while True:
         if previous is not None and previous.reported_at >= reported_at:
             if recent is not None:  # the store may have been cleared since: ask it
@@ -296,8 +293,7 @@ async def entry_put(
         entry = build(previous)
         report = json.dumps(entry.report, separators=(",", ":"))
         new_at = uuid.uuid4().hex  # this write's id: never repeats, unlike a timestamp
-        answer = await _put_if_unchanged(
-            redis_client,
+        answer = await put_if_unchanged(
             keys=[_key(broker), _history_key(), _ownership_key()],
             args=[
                 at,
@@ -317,15 +313,6 @@ async def entry_put(
             raise OwnershipChanged(answer[1].decode())
         recent = None
         at, previous = await _read(broker)
-
-
-async def _put_if_unchanged(redis_client: aredis.Redis, *, keys: list[str], args: list[Any]) -> Any:
-    """``_PUT_IF_UNCHANGED`` by its digest, loaded first when the server does not know it."""
-    try:
-        return await redis_client.evalsha(_PUT_IF_UNCHANGED_SHA, len(keys), *keys, *args)
-    except redis.exceptions.NoScriptError:
-        await redis_client.script_load(_PUT_IF_UNCHANGED)
-        return await redis_client.evalsha(_PUT_IF_UNCHANGED_SHA, len(keys), *keys, *args)
 
 
 def entry_delete(broker: str) -> None:

@@ -20,6 +20,7 @@ from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from typing_extensions import TypedDict
 
+from balancer.bundles import Bundle, BundleRange
 from balancer.load import LONG_TERM_SAMPLES, SHORT_TERM_SAMPLES, time_average_columns
 from console import loadstore, realtime, selectors
 from console.models import Broker, LoadReport
@@ -320,7 +321,7 @@ def _stats_keys(
             f"{len(names)} bundle stats for the {len(owned)} bundle(s) {broker} owns",
             field="bundleStats",
         )
-    rows = {f"{name}/0x{lo:08x}_0x{hi:08x}": (ns, lo, hi) for ns, name, lo, hi in owned}
+    rows = {Bundle(name, BundleRange(lo, hi)).name: (ns, lo, hi) for ns, name, lo, hi in owned}
     drift = sorted(name for name in names if name not in rows)
     if drift:
         raise ConsoleError(

@@ -19,15 +19,6 @@ from tests.conftest import report
 BUNDLE = "acme/orders/0x00000000_0x40000000"
 
 
-@pytest.fixture
-def owns_one(cluster):
-    """broker-1 owns BUNDLE."""
-    bundle = Bundle.objects.select_related("namespace").get(namespace__name="acme/orders", lower=0)
-    bundle.owner = Broker.objects.get(name="broker-1")
-    bundle.save()
-    return bundle
-
-
 def post(client, doc):
     return client.post("/api/load-reports/", doc, format="json")
 

@@ -56,14 +56,6 @@ def django_post(body, *, token=None):
     return client.post("/api/load-reports/", content, content_type="application/json")
 
 
-@pytest.fixture
-def owns_one(cluster):
-    bundle = Bundle.objects.select_related("namespace").get(namespace__name="acme/orders", lower=0)
-    bundle.owner = Broker.objects.get(name="broker-1")
-    bundle.save()
-    return bundle
-
-
 def test_a_report_through_the_asgi_app_is_stored_and_answered_like_the_view(owns_one):
     stats = {BUNDLE: {"msgRateIn": 100.0, "topics": 2}}
     response = asgi_post(report("broker-1", 42.0, bundles=[BUNDLE], stats=stats))
@@ -248,30 +240,18 @@ def test_a_newly_owned_bundle_is_accepted_although_the_cached_copy_lacks_it(owns
 
 def test_an_entry_written_by_another_process_is_folded_not_overwritten(owns_one):
     now = time.time()
-    stats = {BUNDLE: {"msgRateIn": 100.0}}
-    ingest(report("broker-1", 1.0, bundles=[BUNDLE], stats=stats, timestamp=now))
+
+    def rate_at(rate, at):
+        stats = {BUNDLE: {"msgRateIn": rate}}
+        return ingest(report("broker-1", 1.0, bundles=[BUNDLE], stats=stats, timestamp=at))
+
+    rate_at(100.0, now)
     # Another web process takes the next report: this process's copy of the entry is stale.
     loadstore._recent.clear()
-    ingest(
-        report(
-            "broker-1",
-            1.0,
-            bundles=[BUNDLE],
-            stats={BUNDLE: {"msgRateIn": 300.0}},
-            timestamp=now + 1,
-        )
-    )
+    rate_at(300.0, now + 1)
     stale_copy = loadstore.entry_get("broker-1")
     loadstore._recent.put("broker-1", "0.0", stale_copy)  # an "at" the store no longer has
-    entry = ingest(
-        report(
-            "broker-1",
-            1.0,
-            bundles=[BUNDLE],
-            stats={BUNDLE: {"msgRateIn": 500.0}},
-            timestamp=now + 2,
-        )
-    )
+    entry = rate_at(500.0, now + 2)
     assert entry.bundles["samples"].tolist() == [3]
     assert entry.bundles["short"][0][0] == pytest.approx((100 + 300 + 500) / 3)
     # A report older than the stored one is stale even when this process's copy says otherwise.
