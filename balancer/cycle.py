@@ -1134,6 +1134,93 @@ def plan_unload(
     return _operator_plan(snapshot, config, out_state, actions, serving)
 
 
+def unload_destinations(
+    snapshot: ClusterSnapshot,
+    config: CycleConfig,
+    bundle: str,
+    *,
+    now: Seconds | None = None,
+) -> list[dict[str, Any]]:
+    """Every broker as a destination for an operator's unload of ``bundle``, by name:
+    ``{"broker", "eligible", "why"}``; ``why`` (None when eligible) says what refuses it: the
+    bundle's owner, a broker that is not serving (its state, or lost), or the placement filter
+    that drops it and its numbers (Pulsar's filter chain: max topics, anti-affinity, even
+    distribution; ``filter_candidates``).
+
+    Raises:
+        BalancerError: an unknown bundle (``field`` "bundle").
+    """
+    if bundle not in snapshot.bundles:
+        raise BalancerError(f"unknown bundle {bundle!r}", field="bundle")
+    now = snapshot.now if now is None else now
+    owner = snapshot.bundles[bundle].owner
+    serving = _serving(snapshot, config, now)
+    others = [n for n in serving if n != owner]
+    kept, _, rejections = filter_candidates(snapshot, bundle, config.pulsar, {}, others)
+    refused = {r.broker: r for r in rejections}
+    out = []
+    for name in sorted(snapshot.brokers):
+        why: str | None = None
+        if name == owner:
+            why = "the bundle's owner"
+        elif name not in serving:
+            state = snapshot.brokers[name].state
+            why = f"not serving ({state})" if state != "active" else "not serving (lost)"
+        elif name not in kept:
+            rejection = refused.get(name)
+            why = (
+                f"{rejection.filter} filter: {rejection.detail or rejection.reason}"
+                if rejection
+                else "the placement filters"
+            )
+        out.append({"broker": name, "eligible": why is None, "why": why})
+    return out
+
+
+def split_child_loads(
+    snapshot: ClusterSnapshot, bundle: str, boundaries: Sequence[int]
+) -> list[dict[str, Any]]:
+    """Each child of cutting ``bundle`` at ``boundaries`` with its share of the bundle's
+    short-term load, assuming topics spread evenly over the hash range (load reports carry
+    bundle totals only): ``{"bundle", "fraction", "throughput" (bytes/s), "msgRate" (msg/s),
+    "topics"}``; topics rounded so that they sum to the bundle's.
+
+    Raises:
+        BalancerError: an unknown bundle (``field`` "bundle"), or boundaries outside it.
+    """
+    if bundle not in snapshot.bundles:
+        raise BalancerError(f"unknown bundle {bundle!r}", field="bundle")
+    parsed = parse_bundle_name(bundle)
+    lower, upper = parsed.range.lower, parsed.range.upper
+    points = [lower, *sorted(boundaries), upper]
+    if any(b <= a for a, b in itertools.pairwise(points)):
+        raise BalancerError(
+            f"boundaries must lie strictly inside {parsed.range.label}", field="positions"
+        )
+    load = snapshot.bundles[bundle]
+    width = upper - lower
+    out = []
+    topics_given = 0
+    for i, (a, b) in enumerate(itertools.pairwise(points)):
+        fraction = (b - a) / width
+        topics = (
+            load.topics - topics_given
+            if i == len(points) - 2
+            else round(load.topics * (b - lower) / width) - topics_given
+        )
+        topics_given += topics
+        out.append(
+            {
+                "bundle": f"{parsed.namespace}/{format_hash(a)}_{format_hash(b)}",
+                "fraction": fraction,
+                "throughput": load.short_term.throughput * fraction,
+                "msgRate": load.short_term.msg_rate * fraction,
+                "topics": topics,
+            }
+        )
+    return out
+
+
 def plan_split(
     snapshot: ClusterSnapshot,
     config: CycleConfig,

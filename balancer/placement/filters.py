@@ -204,3 +204,71 @@ def should_anti_affinity_unload(
     if least == 0 or current > least:
         return True
     return not all(count == least for count in counts.values())
+
+
+def anti_affinity_spread(
+    snapshot: ClusterSnapshot, config: PulsarConfig, serving: list[str]
+) -> list[dict[str, object]]:
+    """How each anti-affinity group's namespaces are spread, and where the spread breaks the
+    rule ``anti_affinity`` places by (Pulsar counts a group's namespaces per broker, not bundles).
+
+    One entry per group (names compared case-insensitively, shown as first written), sorted:
+    ``{"group", "namespaces", "brokers": {broker: [namespaces it owns bundles of]}, "domains":
+    {domain: namespaces held}, "violations": [{"broker" or "domain", "namespaces", "reason"}]}``.
+    A violation: a broker owns bundles of two or more of the group's namespaces while a serving
+    broker owns none of them; with ``failureDomainsEnabled``, the same for failure domains
+    (brokers without a domain share "default").
+
+    Source: Pulsar LoadManagerShared.filterAntiAffinityGroupOwnedBrokers (PULSAR.md §8.1).
+    """
+    groups: dict[str, tuple[str, list[str]]] = {}
+    for name in sorted(snapshot.namespaces):
+        written = (snapshot.namespaces[name].anti_affinity_group or "").strip()
+        if written:
+            groups.setdefault(written.lower(), (written, []))[1].append(name)
+    out: list[dict[str, object]] = []
+    for _, (written, members) in sorted(groups.items()):
+        member_set = set(members)
+        held = {
+            broker: sorted(snapshot.namespaces_owned_by(broker) & member_set)
+            for broker in sorted(snapshot.brokers)
+        }
+        held = {broker: names for broker, names in held.items() if names}
+        violations: list[dict[str, object]] = []
+        free = [b for b in serving if b not in held]
+        for broker, names in held.items():
+            if len(names) >= 2 and free:
+                violations.append(
+                    {
+                        "broker": broker,
+                        "namespaces": names,
+                        "reason": f"{broker} owns bundles of {len(names)} namespaces of group "
+                        f"{written!r} ({', '.join(names)}) while {free[0]} owns none",
+                    }
+                )
+        domain_of = {b: snapshot.brokers[b].failure_domain or "default" for b in snapshot.brokers}
+        domains: dict[str, set[str]] = {domain_of[b]: set() for b in serving}
+        for broker, names in held.items():
+            domains.setdefault(domain_of[broker], set()).update(names)
+        if config.is_failure_domains_enabled:
+            empty = sorted(d for d, inside in domains.items() if not inside)
+            for domain, inside in sorted(domains.items()):
+                if len(inside) >= 2 and empty:
+                    violations.append(
+                        {
+                            "domain": domain,
+                            "namespaces": sorted(inside),
+                            "reason": f"failure domain {domain!r} holds {len(inside)} namespaces "
+                            f"of group {written!r} while {empty[0]!r} holds none",
+                        }
+                    )
+        out.append(
+            {
+                "group": written,
+                "namespaces": members,
+                "brokers": held,
+                "domains": {d: len(inside) for d, inside in sorted(domains.items())},
+                "violations": violations,
+            }
+        )
+    return out

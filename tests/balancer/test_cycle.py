@@ -619,3 +619,65 @@ def test_without_even_distribution_any_serving_destination_passes():
     pulsar = replace(PulsarConfig(), is_distribute_bundles_evenly_enabled=False)
     check = _DestinationCheck(snap, pulsar, ["b1", "b2", "b3"], [])
     assert check.refusal(snap.owned_by("b1")[0], "b2", "b1", {}) is None
+
+
+def _three_domains(groups=None, **pulsar):
+    """b1, b2 in d1; b3 in d2; b4 draining in d3. t/a and t/b (one bundle each) on b1, t/c on
+    b3; ``groups``: namespace -> anti-affinity group."""
+    full = "0x00000000_0xffffffff"
+    brokers = {
+        "b1": BrokerLoad("b1", failure_domain="d1", cpu=ResourceUsage(10, 100), reported_at=NOW),
+        "b2": BrokerLoad("b2", failure_domain="d1", cpu=ResourceUsage(20, 100), reported_at=NOW),
+        "b3": BrokerLoad("b3", failure_domain="d2", cpu=ResourceUsage(30, 100)),
+        "b4": BrokerLoad("b4", failure_domain="d3", state="draining", cpu=ResourceUsage(5, 100)),
+    }
+    owners = {"t/a": "b1", "t/b": "b1", "t/c": "b3"}
+    bundles = {
+        f"{ns}/{full}": BundleLoad(f"{ns}/{full}", owner=owner) for ns, owner in owners.items()
+    }
+    namespaces = {ns: NamespacePolicy(ns, (groups or {}).get(ns)) for ns in ("t/a", "t/b", "t/c")}
+    return ClusterSnapshot(NOW, brokers, bundles, namespaces)
+
+
+def test_unload_destinations_say_why_each_other_broker_is_refused():
+    from balancer.cycle import unload_destinations
+
+    snap = _three_domains({"t/a": "ha", "t/c": "ha"})
+    choices = {
+        c["broker"]: c for c in unload_destinations(snap, config(), "t/a/0x00000000_0xffffffff")
+    }
+    assert choices["b1"] == {"broker": "b1", "eligible": False, "why": "the bundle's owner"}
+    assert choices["b2"]["eligible"] is True and choices["b2"]["why"] is None
+    # b3 owns t/c of the same group: the anti-affinity filter keeps b2 (none of the group).
+    assert not choices["b3"]["eligible"]
+    assert choices["b3"]["why"].startswith("anti_affinity filter: owns 1 namespaces of group 'ha'")
+    assert choices["b4"]["why"] == "not serving (draining)"
+    lost = unload_destinations(snap, config(), "t/c/0x00000000_0xffffffff", now=NOW + 10_000)
+    assert all(c["why"] == "not serving (lost)" for c in lost if c["broker"] in ("b1", "b2"))
+    with pytest.raises(BalancerError):
+        unload_destinations(snap, config(), "t/zz/0x00000000_0xffffffff")
+
+
+def test_split_child_loads_share_the_load_by_hash_range_and_keep_the_topic_count():
+    from balancer.cycle import split_child_loads
+
+    name = "t/a/0x00000000_0x80000000"
+    snap = ClusterSnapshot(
+        NOW,
+        {"b1": BrokerLoad("b1")},
+        {name: BundleLoad(name, "b1", short_term=MessageRates(30, 10, 4000, 2000), topics=5)},
+    )
+    quarter, half = 0x20000000, 0x40000000
+    left, right = split_child_loads(snap, name, [quarter])
+    assert left["bundle"] == "t/a/0x00000000_0x20000000"
+    assert right["bundle"] == "t/a/0x20000000_0x80000000"
+    assert (left["fraction"], right["fraction"]) == (0.25, 0.75)
+    assert (left["throughput"], right["throughput"]) == (1500.0, 4500.0)
+    assert (left["msgRate"], right["msgRate"]) == (10.0, 30.0)
+    assert left["topics"] + right["topics"] == 5
+    assert [c["topics"] for c in split_child_loads(snap, name, [half])] == [2, 3]
+    for bad in ([0x90000000], [half, half]):
+        with pytest.raises(BalancerError):
+            split_child_loads(snap, name, bad)
+    with pytest.raises(BalancerError):
+        split_child_loads(snap, "t/a/0x80000000_0xffffffff", [0x90000000])
