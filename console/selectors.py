@@ -21,10 +21,11 @@ from psycopg.abc import Buffer
 
 from balancer.bundle_table import BundleNames, BundleTable
 from balancer.config import PulsarConfig
-from balancer.cycle import CycleConfig, Strategies
+from balancer.cycle import CycleConfig, Strategies, broker_life
 from balancer.danube.config import DanubeConfig
 from balancer.errors import BalancerError
 from balancer.load import BrokerLoad
+from balancer.placement.filters import anti_affinity_spread
 from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
@@ -440,3 +441,78 @@ async def database_read(read: Callable[..., T], *args: Any) -> T:
         raise ConsoleError(
             f"the metadata store is unavailable, retry later: {exc}", status=503
         ) from None
+
+
+def bundle_map(*, now: datetime | None = None) -> dict[str, Any]:
+    """Every namespace's hash space as its bundles, for the bundle map: ``{"at" (ISO, UTC),
+    "brokers": [{"name", "domain", "state"}] by name (a broker's colour is its position),
+    "namespaces": [{"name", "antiAffinityGroup", "bundles": [[lower, upper, owner or None,
+    throughput (bytes/s, short-term), msg rate (msg/s), topics, last move (ISO or None),
+    cooling]]}]}``. ``cooling``: moved within the cool-down or the grace period, so the
+    balancer will not move it (an operator may, with an override)."""
+    now = now or datetime.now(UTC)
+    config = balancer_config_get()
+    cycle = cycle_config_get(config)
+    quiet_s = max(cycle.safety.bundle_cool_down_s, cycle.pulsar.grace_period_s)
+    brokers = list(Broker.objects.select_related("failure_domain").order_by("name"))
+    rows = list(
+        Bundle.objects.select_related("namespace", "owner").order_by("namespace__name", "lower")
+    )
+    bundles_with_loads(rows)
+    namespaces: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        entry = namespaces.get(row.namespace_id)
+        if entry is None:
+            entry = namespaces[row.namespace_id] = {
+                "name": row.namespace.name,
+                "antiAffinityGroup": row.namespace.anti_affinity_group or None,
+                "bundles": [],
+            }
+        moved = row.last_unloaded_at
+        short = row.short_term
+        entry["bundles"].append(
+            [
+                row.lower,
+                row.upper,
+                row.owner.name if row.owner else None,
+                short["msgThroughputIn"] + short["msgThroughputOut"],
+                short["msgRateIn"] + short["msgRateOut"],
+                row.topics,
+                moved.astimezone(UTC).isoformat() if moved else None,
+                bool(moved and (now - moved).total_seconds() < quiet_s),
+            ]
+        )
+    return {
+        "at": now.astimezone(UTC).isoformat(),
+        "brokers": [
+            {
+                "name": b.name,
+                "domain": b.failure_domain.name if b.failure_domain else "",
+                "state": b.state,
+            }
+            for b in brokers
+        ],
+        "namespaces": list(namespaces.values()),
+    }
+
+
+def domain_layout(*, now: datetime | None = None) -> dict[str, Any]:
+    """Failure domains as columns of broker cards (the dashboard's ranking rows) and the
+    anti-affinity groups' spread with its violations (``anti_affinity_spread``): ``{"at",
+    "failureDomainsEnabled", "domains": [{"name", "brokers": [ranking rows]}], "groups"}``."""
+    now = now or datetime.now(UTC)
+    config = balancer_config_get()
+    cycle = cycle_config_get(config)
+    rows = broker_rankings()
+    domains: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: r["name"]):
+        domains.setdefault(row["failureDomain"] or "default", []).append(row)
+    snapshot = cluster_snapshot_get(now=now)
+    lost, _ = broker_life(snapshot, cycle.safety, now.timestamp())
+    serving = [n for n, b in snapshot.brokers.items() if b.is_active and n not in lost]
+    return {
+        "at": now.astimezone(UTC).isoformat(),
+        "failureDomainsEnabled": cycle.pulsar.is_failure_domains_enabled,
+        "domains": [{"name": name, "brokers": domains[name]} for name in sorted(domains)],
+        "groups": anti_affinity_spread(snapshot, cycle.pulsar, serving),
+    }

@@ -10,6 +10,8 @@ from console import views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
+    path("bundles/", views.bundle_map, name="bundle-map"),
+    path("domains/", views.domains, name="domains"),
     path("namespaces/", views.namespaces, name="namespaces"),
     path("namespaces/<path:name>/bundles/", views.namespace_bundles, name="namespace-bundles"),
     path("audit/", views.audit, name="audit"),

@@ -10,6 +10,7 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET
 from plotly.offline import get_plotlyjs
 
+from balancer.registry import ENTRIES
 from console import selectors
 from console.access import is_operator
 from console.models import AuditEvent, Decision, Namespace, ReportRun
@@ -42,6 +43,32 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "cv_series": selectors.cv_series(),
             "decisions": Decision.objects.filter(kind=Decision.Kind.SHED)[:10],
         },
+    )
+
+
+@login_required
+def bundle_map(request: HttpRequest) -> HttpResponse:
+    """Every namespace's hash space as its bundles, coloured by owner; a broker's bundles as a
+    treemap; a bundle's panel with Unload and Split (previewed) for operators. Live."""
+    return render(
+        request,
+        "console/bundle_map.html",
+        {
+            "data": selectors.bundle_map(),
+            "split_algorithms": [e.as_dict() for e in ENTRIES if e.kind == "split"],
+            "is_operator": is_operator(request.user),
+        },
+    )
+
+
+@login_required
+def domains(request: HttpRequest) -> HttpResponse:
+    """Failure domains as columns of broker cards, anti-affinity groups and their violations;
+    Drain and Activate (previewed) for operators. Live."""
+    return render(
+        request,
+        "console/domains.html",
+        {"data": selectors.domain_layout(), "is_operator": is_operator(request.user)},
     )
 
 

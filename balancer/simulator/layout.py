@@ -34,11 +34,15 @@ class Layout:
     brokers: tuple[BrokerSpec, ...]
     namespaces: tuple[str, ...]  # "tenant/ns"
     bundles_per_namespace: int
+    # Namespaces in anti-affinity groups: (namespace, group, bundles). They carry no trace
+    # traffic (the workload uses ``namespaces``); the console seeds them to show the spread.
+    anti_affinity: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def tenants(self) -> list[str]:
         """Tenant names, in first-seen order."""
-        return list(dict.fromkeys(ns.split("/")[0] for ns in self.namespaces))
+        every = [*self.namespaces, *(ns for ns, _, _ in self.anti_affinity)]
+        return list(dict.fromkeys(ns.split("/")[0] for ns in every))
 
     @property
     def failure_domains(self) -> list[str]:
@@ -64,4 +68,11 @@ DEMO = Layout(
         "initech/billing",
     ),
     bundles_per_namespace=16,
+    anti_affinity=(
+        ("acme/orders-east", "orders-ha", 1),
+        ("acme/orders-west", "orders-ha", 1),
+        ("acme/orders-central", "orders-ha", 1),
+        ("initech/ledger-primary", "ledger-dr", 2),
+        ("initech/ledger-standby", "ledger-dr", 2),
+    ),
 )

@@ -31,6 +31,7 @@ from console.api.serializers import (
 )
 from console.models import AuditEvent, Bundle, Decision, ReportRun
 from console.services import (
+    broker_state_preview,
     broker_state_set,
     bundle_lookup,
     bundle_split,
@@ -106,20 +107,47 @@ def rankings(request: Request) -> Response:
 @extend_schema(responses=dict)
 @api_view(["GET"])
 @permission_classes([IsUser])
+def bundle_map(request: Request) -> Response:
+    """Every namespace's bundles as hash ranges with owner, load and cool-down (the bundle map's
+    data; shape in ``selectors.bundle_map``)."""
+    return Response(selectors.bundle_map())
+
+
+@extend_schema(responses=dict)
+@api_view(["GET"])
+@permission_classes([IsUser])
+def domains(request: Request) -> Response:
+    """Failure domains with their brokers, and the anti-affinity groups' spread and violations
+    (shape in ``selectors.domain_layout``)."""
+    return Response(selectors.domain_layout())
+
+
+@extend_schema(responses=dict)
+@api_view(["GET"])
+@permission_classes([IsUser])
 def strategies(request: Request) -> Response:
     """Every shedder, placement and split algorithm: whether the console runs it (and why not),
     and the parameters it reads with unit, default, range and source."""
     return Response({"strategies": [entry.as_dict() for entry in ENTRIES]})
 
 
-class UnloadInput(serializers.Serializer):
+class OperatorActionInput(serializers.Serializer):
+    reason = serializers.CharField(
+        required=False, allow_blank=True, max_length=500, help_text="the operator's reason, audited"
+    )
+    preview = serializers.BooleanField(
+        required=False, default=False, help_text="plan only: nothing is written"
+    )
+
+
+class UnloadInput(OperatorActionInput):
     expected_owner = serializers.CharField(required=False, allow_blank=True, max_length=200)
     destination = serializers.CharField(required=False, allow_blank=True, max_length=200)
     force = serializers.BooleanField(required=False, default=False)
 
 
-class SplitInput(serializers.Serializer):
-    algorithm = serializers.CharField(required=False)
+class SplitInput(OperatorActionInput):
+    algorithm = serializers.CharField(required=False, max_length=100)
     positions = serializers.ListField(child=serializers.CharField(), required=False)
     expected_owner = serializers.CharField(required=False, allow_blank=True, max_length=200)
     force = serializers.BooleanField(required=False, default=False)
@@ -129,6 +157,14 @@ class SplitInput(serializers.Serializer):
             return [int(v, 16) for v in value]
         except ValueError:
             raise serializers.ValidationError("positions are hashes such as 0x40000000") from None
+
+
+class ByNameUnloadInput(UnloadInput):
+    bundle = serializers.CharField(max_length=400)
+
+
+class ByNameSplitInput(SplitInput):
+    bundle = serializers.CharField(max_length=400)
 
 
 class BundleViewSet(viewsets.ReadOnlyModelViewSet):
@@ -149,40 +185,76 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
             args = (selectors.bundles_with_loads(list(args[0])), *args[1:])
         return super().get_serializer(*args, **kwargs)
 
-    @extend_schema(request=UnloadInput, responses=UnloadOutput)
+    @extend_schema(request=UnloadInput, responses=dict)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def unload(self, request: Request, pk: Any = None) -> Response:
         """Unload the bundle: 409 when it is no longer owned by ``expected_owner``, or a veto
-        refuses it (``force`` overrides cool-down, grace period, rate limit, blacklist)."""
-        bundle = self.get_object()
-        params = UnloadInput(data=request.data)
-        params.is_valid(raise_exception=True)
-        data = params.validated_data
-        result = bundle_unload(
-            bundle.name,
-            actor=acting_user(request),
-            expected_owner=data.get("expected_owner"),
-            destination=data.get("destination"),
-            force=data.get("force", False),
-        )
-        return Response(UnloadOutput(result).data)
+        refuses it (``force`` overrides cool-down, grace period, rate limit, blacklist). With
+        ``preview`` the plan, its vetoes and every destination (eligible or why not), unapplied."""
+        return _unload(request, self.get_object().name)
 
     @extend_schema(request=SplitInput, responses=dict)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def split(self, request: Request, pk: Any = None) -> Response:
-        """Split the bundle: 409 when it is no longer owned by ``expected_owner``."""
-        bundle = self.get_object()
-        params = SplitInput(data=request.data)
-        params.is_valid(raise_exception=True)
-        result = bundle_split(
-            bundle.name,
-            actor=acting_user(request),
-            algorithm=params.validated_data.get("algorithm"),
-            positions=params.validated_data.get("positions"),
-            expected_owner=params.validated_data.get("expected_owner"),
-            force=params.validated_data.get("force", False),
-        )
-        return Response(result)
+        """Split the bundle: 409 when it is no longer owned by ``expected_owner``. With
+        ``preview`` the plan and each child's share of the load, unapplied."""
+        return _split(request, self.get_object().name)
+
+    @extend_schema(request=ByNameUnloadInput, responses=dict)
+    @action(
+        detail=False, methods=["post"], permission_classes=[IsOperator], url_path="by-name/unload"
+    )
+    def unload_by_name(self, request: Request) -> Response:
+        """``unload`` for the bundle named in the body (the bundle map knows names)."""
+        return _unload(request, _named(request))
+
+    @extend_schema(request=ByNameSplitInput, responses=dict)
+    @action(
+        detail=False, methods=["post"], permission_classes=[IsOperator], url_path="by-name/split"
+    )
+    def split_by_name(self, request: Request) -> Response:
+        """``split`` for the bundle named in the body."""
+        return _split(request, _named(request))
+
+
+def _named(request: Request) -> str:
+    name = request.data.get("bundle") if hasattr(request.data, "get") else None
+    if not isinstance(name, str) or not name:
+        raise serializers.ValidationError({"bundle": ["a bundle name is required"]})
+    return name
+
+
+def _unload(request: Request, name: str) -> Response:
+    params = UnloadInput(data=request.data)
+    params.is_valid(raise_exception=True)
+    data = params.validated_data
+    result = bundle_unload(
+        name,
+        actor=acting_user(request),
+        expected_owner=data.get("expected_owner"),
+        destination=data.get("destination"),
+        force=data.get("force", False),
+        note=data.get("reason", ""),
+        preview=data["preview"],
+    )
+    return Response(result if data["preview"] else UnloadOutput(result).data)
+
+
+def _split(request: Request, name: str) -> Response:
+    params = SplitInput(data=request.data)
+    params.is_valid(raise_exception=True)
+    data = params.validated_data
+    result = bundle_split(
+        name,
+        actor=acting_user(request),
+        algorithm=data.get("algorithm"),
+        positions=data.get("positions"),
+        expected_owner=data.get("expected_owner"),
+        force=data.get("force", False),
+        note=data.get("reason", ""),
+        preview=data["preview"],
+    )
+    return Response(result)
 
 
 class BrokerStateOutput(serializers.Serializer):
@@ -197,17 +269,28 @@ class BrokerViewSet(viewsets.GenericViewSet):
     lookup_value_regex = "[^/]+"
     serializer_class = BrokerStateOutput
 
-    @extend_schema(request=None, responses=BrokerStateOutput)
-    @action(detail=True, methods=["post"], permission_classes=[IsOperator])
-    def drain(self, request: Request, name: str = "") -> Response:
-        broker = broker_state_set(name, "draining", actor=acting_user(request))
+    def _state(self, request: Request, name: str, state: str) -> Response:
+        params = OperatorActionInput(data=request.data)
+        params.is_valid(raise_exception=True)
+        if params.validated_data["preview"]:
+            return Response(broker_state_preview(name, state))
+        broker = broker_state_set(
+            name, state, actor=acting_user(request), note=params.validated_data.get("reason", "")
+        )
         return Response({"broker": broker.name, "state": broker.state})
 
-    @extend_schema(request=None, responses=BrokerStateOutput)
+    @extend_schema(request=OperatorActionInput, responses=BrokerStateOutput)
+    @action(detail=True, methods=["post"], permission_classes=[IsOperator])
+    def drain(self, request: Request, name: str = "") -> Response:
+        """Drain the broker: its bundles move away, then it is drained; 409 for the last serving
+        broker. With ``preview`` the plan (each bundle and where it would go), unapplied."""
+        return self._state(request, name, "draining")
+
+    @extend_schema(request=OperatorActionInput, responses=BrokerStateOutput)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def activate(self, request: Request, name: str = "") -> Response:
-        broker = broker_state_set(name, "active", actor=acting_user(request))
-        return Response({"broker": broker.name, "state": broker.state})
+        """Return the broker to the active set. With ``preview`` the plan, unapplied."""
+        return self._state(request, name, "active")
 
 
 class DecisionViewSet(viewsets.ReadOnlyModelViewSet):

@@ -1,6 +1,6 @@
 """Writes: every change to the store goes through a service, atomically and audited."""
 
-from console.services.brokers import broker_state_set
+from console.services.brokers import broker_state_preview, broker_state_set
 from console.services.bundles import bundle_lookup, bundle_split, bundle_unload
 from console.services.errors import ConsoleError
 from console.services.ingest import load_report_ingest
@@ -8,6 +8,7 @@ from console.services.shedding import shedding_tick_run
 
 __all__ = [
     "ConsoleError",
+    "broker_state_preview",
     "broker_state_set",
     "bundle_lookup",
     "bundle_split",

@@ -72,6 +72,7 @@ def plan_apply(
     actor: User | None,
     kind: str,
     refuse_stale: bool,
+    note: str = "",
 ) -> Decision:
     """Apply ``plan`` in one transaction and record it.
 
@@ -83,6 +84,7 @@ def plan_apply(
         refuse_stale: True (operator plans): an action whose bundle no longer has the owner the
             plan expected refuses the whole plan with 409; False (the tick): that action and the
             placement that follows it are skipped and listed in the decision as stale.
+        note: the operator's own reason, recorded first in every audit row of the plan.
 
     Raises:
         ConsoleError: 409 for a stale plan when ``refuse_stale``.
@@ -169,6 +171,9 @@ def plan_apply(
         # Unloads whose bundle found no new owner this plan: audited as unloads alone.
         for unload in pending_moves.values():
             events.append(_move_event(plan, decision, now, actor, unload, None))
+        if note:
+            for event in events:
+                event.reason = f"Operator's reason: {note}. {event.reason}"
         AuditEvent.objects.bulk_create(events)
         if stale:
             decision.details = {**decision.details, "stale": stale}

@@ -12,7 +12,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from balancer import bundles as bundle_ops
-from balancer.cycle import Action, ActionKind, CyclePlan, plan_placement, plan_split, plan_unload
+from balancer.cycle import (
+    Action,
+    ActionKind,
+    CyclePlan,
+    plan_placement,
+    plan_split,
+    plan_unload,
+    split_child_loads,
+    unload_destinations,
+)
 from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
 from console import selectors
@@ -109,17 +118,34 @@ def bundle_lookup(topic: str, *, place: bool, now: datetime | None = None) -> di
     }
 
 
+def _preview(plan: CyclePlan, forced: CyclePlan | None, **extra: Any) -> dict[str, Any]:
+    """What an operator's action would do, applied to nothing: the plan (actions, vetoes,
+    predicted CV), whether ``force`` would override its vetoes, and ``extra``."""
+    return {
+        "preview": True,
+        "plan": plan.as_dict(),
+        "summary": plan.summary(),
+        "vetoed": bool(plan.vetoed),
+        "overridable": bool(plan.vetoed) and forced is not None and not forced.vetoed,
+        **extra,
+    }
+
+
 def bundle_unload(
     bundle_name: str,
     *,
-    actor: User,
+    actor: User | None,
     expected_owner: str | None = None,
     destination: str | None = None,
     force: bool = False,
+    note: str = "",
+    preview: bool = False,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """An operator unloads a bundle: it leaves its owner and is placed at once, on
     ``destination`` or where the configured placement chooses (never back on its owner).
+    ``note`` is the operator's reason, audited. With ``preview`` nothing is written: the answer
+    is the plan with its vetoes and every broker as a destination (eligible, or why not).
 
     Raises:
         ConsoleError: 404 unknown bundle; 409 when the bundle is no longer owned by
@@ -131,21 +157,36 @@ def bundle_unload(
     row = _bundle(bundle_name)
     _check_expected(row, expected_owner)
     config = selectors.balancer_config_get()
+    cycle = selectors.cycle_config_get(config)
     snapshot = selectors.cluster_snapshot_get(now=now)
-    plan = plan_unload(
-        snapshot,
-        selectors.cycle_config_get(config),
-        config.state,
-        row.name,
-        destination=destination or None,
-        force=force,
-        now=now.timestamp(),
-    )
+
+    def plan_with(forced: bool) -> CyclePlan:
+        return plan_unload(
+            snapshot,
+            cycle,
+            config.state,
+            row.name,
+            destination=destination or None,
+            force=forced,
+            now=now.timestamp(),
+        )
+
+    plan = plan_with(force)
+    if preview:
+        load = snapshot.bundles.get(row.name)
+        return _preview(
+            plan,
+            plan_with(True) if plan.vetoed else None,
+            bundle=row.name,
+            owner=row.owner.name if row.owner else None,
+            destinations=unload_destinations(snapshot, cycle, row.name, now=now.timestamp()),
+            throughput=load.short_term.throughput if load else 0.0,
+        )
     _refuse_vetoed(plan)
     unload = plan.planned(ActionKind.UNLOAD)[0]
     _check_expected(row, expected_owner, unload.source or "")
     decision = plan_apply(
-        plan, now=now, actor=actor, kind=Decision.Kind.OPERATOR, refuse_stale=True
+        plan, now=now, actor=actor, kind=Decision.Kind.OPERATOR, refuse_stale=True, note=note
     )
     place = next(iter(plan.planned(ActionKind.PLACE)), None)
     event = decision.auditevent_set.order_by("id").first()
@@ -168,10 +209,14 @@ def bundle_split(
     positions: list[int] | None = None,
     expected_owner: str | None = None,
     force: bool = False,
+    note: str = "",
+    preview: bool = False,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """Cut a bundle at the algorithm's boundaries; the children are unowned (Pulsar's
-    ``loadBalancerAutoUnloadSplitBundlesEnabled``) and placed by the next lookup or tick. Audited.
+    ``loadBalancerAutoUnloadSplitBundlesEnabled``) and placed by the next lookup or tick. Audited,
+    with ``note`` (the operator's reason). With ``preview`` nothing is written: the answer is the
+    plan and each child's share of the load (``split_child_loads``).
 
     Raises:
         ConsoleError: 404 unknown bundle; 400 for an unknown algorithm, missing or bad positions;
@@ -182,22 +227,33 @@ def bundle_split(
     row = _bundle(bundle_name)
     _check_expected(row, expected_owner)
     config = selectors.balancer_config_get()
+    cycle = selectors.cycle_config_get(config)
     snapshot = selectors.cluster_snapshot_get(now=now)
-    try:
-        plan = plan_split(
-            snapshot,
-            selectors.cycle_config_get(config),
-            row.name,
-            algorithm,
-            positions,
-            force=force,
+
+    def plan_with(forced: bool) -> CyclePlan:
+        try:
+            return plan_split(snapshot, cycle, row.name, algorithm, positions, force=forced)
+        except BalancerError as exc:
+            raise ConsoleError(exc.message, field=exc.field or "positions") from None
+
+    plan = plan_with(force)
+    split = plan.actions[0]
+    if preview:
+        return _preview(
+            plan,
+            plan_with(True) if plan.vetoed else None,
+            bundle=row.name,
+            owner=row.owner.name if row.owner else None,
+            algorithm=algorithm or cycle.strategies.split_algorithm,
+            children=split_child_loads(snapshot, row.name, split.boundaries)
+            if split.boundaries
+            else [],
         )
-    except BalancerError as exc:
-        raise ConsoleError(exc.message, field=exc.field or "positions") from None
     _refuse_vetoed(plan)
-    split = plan.planned(ActionKind.SPLIT)[0]
     _check_expected(row, expected_owner, split.source or "")
-    plan_apply(plan, now=now, actor=actor, kind=Decision.Kind.OPERATOR, refuse_stale=True)
+    plan_apply(
+        plan, now=now, actor=actor, kind=Decision.Kind.OPERATOR, refuse_stale=True, note=note
+    )
     return {
         "bundle": row.name,
         "boundaries": [format_hash(c) for c in split.boundaries],

@@ -20,6 +20,8 @@ from console.models import BalancerConfig, Broker, Bundle, Cluster, FailureDomai
 DEMO_PARAMETERS = {
     "loadBalancerSheddingGracePeriodMinutes": 1,
     "loadBalancerBundleUnloadMinThroughputThreshold": 1,
+    # The demo's three zones: anti-affinity groups spread across them (Pulsar's filter).
+    "failureDomainsEnabled": True,
 }
 
 
@@ -46,6 +48,16 @@ def cluster_seed(layout: Layout) -> Cluster:
         )
         if created:
             points = initial_boundaries(layout.bundles_per_namespace)
+            Bundle.objects.bulk_create(
+                Bundle(namespace=namespace, lower=a, upper=b) for a, b in itertools.pairwise(points)
+            )
+    for full_name, group, count in layout.anti_affinity:
+        namespace, created = Namespace.objects.get_or_create(
+            name=full_name,
+            defaults={"tenant": tenants[full_name.split("/")[0]], "anti_affinity_group": group},
+        )
+        if created:
+            points = initial_boundaries(count)
             Bundle.objects.bulk_create(
                 Bundle(namespace=namespace, lower=a, upper=b) for a, b in itertools.pairwise(points)
             )

@@ -188,5 +188,401 @@ const Fulcrum = (() => {
       layout("CV of broker usage"), {displayModeBar: false});
   }
 
-  return {dashboard, bundles, reports, reportCharts, on, connect};
+
+  // A stable colour per broker: its position among the brokers by name.
+  const PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
+                   "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#9467bd"];
+  const colourOf = (index) => index < PALETTE.length ? PALETTE[index]
+    : `hsl(${Math.round((index * 137.508) % 360)}, 55%, 50%)`;
+  const hex = (n) => `0x${n.toString(16).padStart(8, "0")}`;
+  const utc = (iso) => iso ? `${iso.slice(0, 10)} ${iso.slice(11, 19)} UTC` : "never";
+  const pct = (f) => `${(f * 100).toFixed(1)} %`;
+  function el(tag, attrs, text) {
+    const node = document.createElement(tag);
+    Object.entries(attrs || {}).forEach(([k, v]) => { if (v !== undefined && v !== null) node.setAttribute(k, v); });
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  // Refresh a page's data from the API after a live event: at once after a move, at most every
+  // ``minGapMs`` for load reports.
+  function liveRefresh(url, apply, minGapMs) {
+    let timer = null, last = 0;
+    const run = async () => {
+      timer = null; last = Date.now();
+      try {
+        const response = await fetch(url, {credentials: "same-origin"});
+        if (response.ok) apply(await response.json());
+      } catch (err) { /* the next event retries */ }
+    };
+    const soon = (delay) => { if (!timer) timer = setTimeout(run, delay); };
+    on("balancer.bundle_moved", () => soon(300));
+    on("balancer.decision_made", () => soon(300));
+    on("balancer.load_reported", () => soon(Math.max(0, minGapMs - (Date.now() - last))));
+    return () => soon(0);
+  }
+
+  // The plan of an operator's action, as the balancer made it: summary, each action with its
+  // explanation, vetoes marked, and the predicted CV.
+  function renderPlan(body, parts) {
+    parts.summary.textContent = body.summary;
+    parts.actions.innerHTML = "";
+    body.plan.actions.forEach((a) => {
+      const what = a.kind === "brokerState" ? `${a.broker}: ${a.from} → ${a.to}`
+        : a.kind === "split" ? `split ${a.bundle}${a.boundaries.length ? " at " + a.boundaries.join(", ") : ""}`
+        : `${a.kind} ${a.bundle}: ${a.source || "nobody"} → ${a.destination || "(placed next cycle)"}`;
+      const li = el("li", {class: a.outcome === "vetoed" ? "vetoed" : "planned"});
+      li.appendChild(el("b", {}, what));
+      li.appendChild(el("span", {}, ` — ${a.outcome}${a.veto ? ` (${a.veto})` : ""}${a.forced ? ", forced" : ""}: ${a.explanation}`));
+      parts.actions.appendChild(li);
+    });
+    const b = body.plan.stats.before, f = body.plan.stats.after;
+    parts.stats.textContent = `CV ${b.cv.toFixed(3)} → ${f.cv.toFixed(3)} predicted; max/mean ${b.maxOverMean.toFixed(2)} → ${f.maxOverMean.toFixed(2)}; mean usage ${pct(b.avgUsage)}.`;
+  }
+
+  function bundleMap(initial, isOperator) {
+    const chart = document.getElementById("bundle-map");
+    const viewSelect = document.getElementById("map-view");
+    const result = document.getElementById("result");
+    let data = initial, selected = null;   // selected: bundle name
+
+    const flat = () => {
+      const out = [];
+      data.namespaces.forEach((ns) => ns.bundles.forEach((b) => out.push({
+        namespace: ns.name, lower: b[0], upper: b[1], owner: b[2], throughput: b[3], msgRate: b[4],
+        topics: b[5], moved: b[6], cooling: b[7], name: `${ns.name}/${hex(b[0])}_${hex(b[1])}`})));
+      return out;
+    };
+
+    function rangeTraces(bundles) {
+      const brokers = data.brokers.map((b) => b.name);
+      const maxLoad = Math.max(1, ...bundles.map((b) => b.throughput));
+      const groups = new Map([[null, []], ...brokers.map((n) => [n, []])]);
+      bundles.forEach((b) => (groups.get(b.owner) || groups.get(null)).push(b));
+      const traces = [];
+      groups.forEach((rows, owner) => {
+        if (!rows.length && owner === null) return;
+        const colour = owner === null ? "#c8ccd4" : colourOf(brokers.indexOf(owner));
+        traces.push({
+          type: "bar", orientation: "h", name: owner || "unassigned",
+          y: rows.map((r) => r.namespace), base: rows.map((r) => r.lower), x: rows.map((r) => r.upper - r.lower),
+          customdata: rows.map((r) => [r.name, r.owner || "unassigned", fmtBytes(r.throughput),
+            `${Math.round(r.msgRate)} msg/s`, r.topics, utc(r.moved), r.cooling ? "yes" : "no"]),
+          hovertemplate: "<b>%{customdata[0]}</b><br>owner %{customdata[1]}<br>throughput %{customdata[2]}" +
+            "<br>msg rate %{customdata[3]}<br>topics %{customdata[4]}<br>last move %{customdata[5]}" +
+            "<br>in cool-down %{customdata[6]}<extra></extra>",
+          marker: {color: colour, opacity: rows.map((r) => 0.3 + 0.7 * Math.sqrt(r.throughput / maxLoad)),
+            line: {color: "#ffffff", width: 1},
+            pattern: {shape: rows.map((r) => r.cooling ? "/" : ""), fgcolor: "#1d2330", size: 6, solidity: 0.25}},
+        });
+      });
+      return traces;
+    }
+
+    function treemapTrace(bundles) {
+      const labels = [], parents = [], values = [], ids = [], colours = [], text = [];
+      const brokers = data.brokers.map((b) => b.name);
+      const owned = bundles.filter((b) => b.owner);
+      brokers.forEach((name, i) => {
+        const mine = owned.filter((b) => b.owner === name);
+        ids.push(name); labels.push(`${name} (${mine.length})`); parents.push("");
+        values.push(mine.reduce((s, b) => s + Math.max(b.throughput, 1), 0));
+        colours.push(colourOf(i)); text.push(fmtBytes(mine.reduce((s, b) => s + b.throughput, 0)));
+      });
+      owned.forEach((b) => {
+        ids.push(b.name); labels.push(`${b.namespace} ${hex(b.lower)}`); parents.push(b.owner);
+        values.push(Math.max(b.throughput, 1)); colours.push(colourOf(brokers.indexOf(b.owner)));
+        text.push(fmtBytes(b.throughput));
+      });
+      return [{type: "treemap", ids, labels, parents, values, text, branchvalues: "total",
+        marker: {colors: colours}, textinfo: "label+text",
+        hovertemplate: "<b>%{id}</b><br>%{text}<extra></extra>"}];
+    }
+
+    function draw() {
+      const bundles = flat();
+      const treemap = viewSelect.value === "treemap";
+      const rows = data.namespaces.length;
+      chart.style.height = treemap ? "640px" : `${Math.max(320, 60 + 26 * rows)}px`;
+      const ticks = [0, 0x40000000, 0x80000000, 0xc0000000, 0xffffffff];
+      const layout = treemap ? {margin: {t: 10, r: 10, b: 10, l: 10}} : {
+        barmode: "overlay", bargap: 0.25, margin: {t: 10, r: 10, b: 40, l: 140}, showlegend: true,
+        legend: {orientation: "h", y: 1.02, yanchor: "bottom", title: {text: "owner"}},
+        xaxis: {range: [0, 0xffffffff], tickvals: ticks, ticktext: ticks.map(hex), title: {text: "hash range"}, fixedrange: false},
+        yaxis: {autorange: "reversed", type: "category", fixedrange: true},
+      };
+      Plotly.react(chart, treemap ? treemapTrace(bundles) : rangeTraces(bundles), layout,
+        {displayModeBar: false, responsive: true});
+      document.getElementById("map-stats").textContent =
+        `${bundles.length} bundles in ${data.namespaces.length} namespaces on ${data.brokers.length} brokers; as of ${utc(data.at)}.`;
+      chart.dataset.bundles = String(bundles.length);
+      if (selected) showPanel(bundles.find((b) => b.name === selected) || null);
+    }
+
+    const panel = document.getElementById("panel");
+    function showPanel(bundle) {
+      if (!bundle) { panel.hidden = true; selected = null; return; }
+      const changed = selected !== bundle.name;
+      selected = bundle.name;
+      panel.hidden = false;
+      panel.dataset.bundle = bundle.name;
+      panel.dataset.owner = bundle.owner || "";
+      document.getElementById("panel-title").textContent = bundle.name;
+      const facts = document.getElementById("panel-facts");
+      facts.innerHTML = "";
+      [["Owner", bundle.owner || "unassigned"], ["Hash range", `${hex(bundle.lower)} – ${hex(bundle.upper)}`],
+       ["Throughput (short-term)", fmtBytes(bundle.throughput)], ["Msg rate", `${Math.round(bundle.msgRate)} msg/s`],
+       ["Topics", bundle.topics], ["Last move", utc(bundle.moved)],
+       ["Cool-down", bundle.cooling ? "yes: the balancer leaves it alone; an unload needs an override" : "no"]]
+        .forEach(([k, v]) => { facts.appendChild(el("dt", {}, k)); facts.appendChild(el("dd", {}, v)); });
+      if (isOperator && changed) { hidePlan(); loadDestinations(); }
+    }
+
+    chart.addEventListener("click", () => {});  // Plotly's own click event below
+    function wireClicks() {
+      chart.removeAllListeners && chart.removeAllListeners("plotly_click");
+      chart.on("plotly_click", (ev) => {
+        const point = ev.points[0];
+        const name = point.customdata ? point.customdata[0] : point.id;
+        const bundle = flat().find((b) => b.name === name);
+        if (bundle) showPanel(bundle);
+      });
+    }
+    document.getElementById("panel-close").addEventListener("click", () => showPanel(null));
+    viewSelect.addEventListener("change", () => { draw(); wireClicks(); });
+
+    // Operators: preview, then confirm.
+    let pending = null;  // {url, body, label}
+    const plan = document.getElementById("plan");
+    const planParts = () => ({summary: document.getElementById("plan-summary"),
+      actions: document.getElementById("plan-actions"), stats: document.getElementById("plan-stats")});
+    function hidePlan() { if (plan) plan.hidden = true; pending = null; }
+
+    async function loadDestinations() {
+      const select = document.getElementById("unload-destination");
+      select.length = 1;
+      if (!panel.dataset.owner) return;
+      try {
+        const body = await post(`/api/bundles/by-name/unload/`, {bundle: selected, preview: true});
+        body.destinations.forEach((d) => {
+          const option = el("option", {value: d.broker}, d.eligible ? d.broker : `${d.broker} — ${d.why}`);
+          option.disabled = !d.eligible;
+          select.appendChild(option);
+        });
+      } catch (err) { /* the preview button says why */ }
+    }
+
+    async function preview(kind) {
+      const name = selected, owner = panel.dataset.owner;
+      const body = {bundle: name, preview: true};
+      if (owner) body.expected_owner = owner;
+      let label;
+      if (kind === "unload") {
+        const destination = document.getElementById("unload-destination").value;
+        if (destination) body.destination = destination;
+        body.reason = document.getElementById("unload-reason").value;
+        label = `Unload ${name}`;
+      } else {
+        body.algorithm = document.getElementById("split-algorithm").value;
+        const positions = document.getElementById("split-positions").value.split(/[\s,]+/).filter(Boolean);
+        if (body.algorithm === "specified_positions_divide") body.positions = positions;
+        body.reason = document.getElementById("split-reason").value;
+        label = `Split ${name}`;
+      }
+      result.className = "result";
+      result.textContent = "";
+      try {
+        const answer = await post(`/api/bundles/by-name/${kind}/`, body);
+        plan.hidden = false;
+        plan.dataset.kind = kind;
+        document.getElementById("plan-title").textContent = `Preview: ${label.toLowerCase()}`;
+        renderPlan(answer, planParts());
+        const children = document.getElementById("plan-children");
+        children.innerHTML = "";
+        if (kind === "split" && answer.children.length) {
+          const table = el("table", {class: "children"});
+          table.innerHTML = "<thead><tr><th>Child</th><th>Share of range</th><th>Throughput</th><th>Msg rate</th><th>Topics</th></tr></thead>";
+          const tbody = el("tbody");
+          answer.children.forEach((c) => {
+            const tr = el("tr");
+            [c.bundle.split("/").pop(), pct(c.fraction), fmtBytes(c.throughput), `${Math.round(c.msgRate)} msg/s`, c.topics]
+              .forEach((v) => tr.appendChild(el("td", {}, v)));
+            tbody.appendChild(tr);
+          });
+          table.appendChild(tbody);
+          children.appendChild(table);
+          children.appendChild(el("p", {class: "muted"}, "Each child's load is its share of the hash range (reports carry bundle totals, not per-topic rates). The children are unowned until the next lookup or tick places them."));
+        }
+        const override = document.getElementById("plan-override");
+        override.hidden = !answer.overridable;
+        document.getElementById("plan-force").checked = false;
+        const confirmButton = document.getElementById("plan-confirm");
+        confirmButton.disabled = answer.vetoed && !answer.overridable;
+        confirmButton.textContent = answer.vetoed ? "Confirm with override" : "Confirm";
+        if (answer.vetoed && answer.overridable) confirmButton.disabled = true;
+        delete body.preview;
+        pending = {url: `/api/bundles/by-name/${kind}/`, body, label, vetoed: answer.vetoed};
+      } catch (err) {
+        hidePlan();
+        result.className = "result error";
+        result.textContent = `${label} refused: ${err.message}`;
+      }
+    }
+
+    if (isOperator) {
+      document.getElementById("unload-preview").addEventListener("click", () => preview("unload"));
+      document.getElementById("split-preview").addEventListener("click", () => preview("split"));
+      document.getElementById("unload-destination").addEventListener("change", hidePlan);
+      const algorithm = document.getElementById("split-algorithm");
+      const positionsLabel = document.getElementById("split-positions-label");
+      algorithm.addEventListener("change", () => {
+        positionsLabel.hidden = algorithm.value !== "specified_positions_divide"; hidePlan(); });
+      document.getElementById("plan-force").addEventListener("change", (ev) => {
+        if (pending && pending.vetoed) document.getElementById("plan-confirm").disabled = !ev.target.checked;
+      });
+      document.getElementById("plan-cancel").addEventListener("click", hidePlan);
+      document.getElementById("plan-confirm").addEventListener("click", async () => {
+        if (!pending) return;
+        const {url, body, label} = pending;
+        if (pending.vetoed) body.force = document.getElementById("plan-force").checked;
+        hidePlan();
+        result.className = "result";
+        result.textContent = `${label}…`;
+        try {
+          const answer = await post(url, body);
+          result.textContent = answer.boundaries
+            ? `Split ${answer.bundle} at ${answer.boundaries.join(", ")} into ${answer.children.length} bundles; they are placed by the next lookup or tick.`
+            : `Unloaded ${answer.bundle} from ${answer.source}; now on ${answer.destination || "nobody (placed by the next lookup)"}${answer.forced ? " (override)" : ""}. ${answer.explanation}`;
+          refreshNow();
+        } catch (err) {
+          result.className = "result error";
+          result.textContent = `${label} refused: ${err.message}`;
+        }
+      });
+    }
+
+    const refreshNow = liveRefresh("/api/bundle-map/", (fresh) => { data = fresh; draw(); }, 5000);
+    draw();
+    wireClicks();
+    connect();
+  }
+
+  function domains(initial, isOperator) {
+    let data = initial;
+    const result = document.getElementById("result");
+    const dialog = document.getElementById("state-dialog");
+    let pending = null;
+
+    function markers(broker) {
+      return data.groups.filter((g) => g.brokers[broker]).map((g) => ({group: g.group, namespaces: g.brokers[broker],
+        violated: g.violations.some((v) => v.broker === broker)}));
+    }
+
+    function draw() {
+      document.getElementById("domains-note").textContent =
+        `failure domains ${data.failureDomainsEnabled ? "enabled" : "disabled"} (failureDomainsEnabled); as of ${utc(data.at)}`;
+      const root = document.getElementById("domains");
+      root.innerHTML = "";
+      const violatedDomains = new Set(data.groups.flatMap((g) => g.violations.filter((v) => v.domain).map((v) => v.domain)));
+      data.domains.forEach((domain) => {
+        const column = el("section", {class: `domain${violatedDomains.has(domain.name) ? " violated" : ""}`, "data-domain": domain.name});
+        const serving = domain.brokers.filter((b) => b.state === "active").length;
+        column.appendChild(el("h2", {}, `${domain.name}`));
+        column.appendChild(el("p", {class: "muted"}, `${domain.brokers.length} brokers, ${serving} active`));
+        domain.brokers.forEach((b) => {
+          const card = el("article", {class: `broker-card state-${b.state}`, "data-broker": b.name});
+          const head = el("header");
+          head.appendChild(el("b", {}, b.name));
+          head.appendChild(el("span", {class: "rank", title: "rank, least loaded first"}, `#${b.rank}`));
+          head.appendChild(el("span", {class: `state ${b.state}`}, b.state));
+          card.appendChild(head);
+          const bar = el("div", {class: "usage", title: `weighted max usage ${b.score} %`});
+          const fill = el("div", {class: "fill"});
+          fill.style.width = `${Math.min(100, b.score)}%`;
+          fill.classList.toggle("hot", b.score >= 85);
+          bar.appendChild(fill);
+          card.appendChild(bar);
+          card.appendChild(el("p", {}, `usage ${b.score} % · CPU ${b.cpu} % · ${b.bundles} bundles · ${fmtBytes(b.throughput)}`));
+          const tags = el("p", {class: "tags"});
+          markers(b.name).forEach((m) => tags.appendChild(el("span", {class: `tag${m.violated ? " violated" : ""}`,
+            title: m.namespaces.join(", ")}, `⚑ ${m.group}: ${m.namespaces.length} ns`)));
+          card.appendChild(tags);
+          if (isOperator) {
+            const actions = el("p", {class: "actions"});
+            if (b.state === "active") actions.appendChild(el("button", {class: "drain", "data-broker": b.name}, "Drain…"));
+            else actions.appendChild(el("button", {class: "activate", "data-broker": b.name}, "Activate…"));
+            card.appendChild(actions);
+          }
+          column.appendChild(card);
+        });
+        root.appendChild(column);
+      });
+      const violations = document.getElementById("violations");
+      violations.innerHTML = "";
+      const all = data.groups.flatMap((g) => g.violations);
+      if (all.length) {
+        violations.appendChild(el("h2", {}, `${all.length} anti-affinity violation${all.length > 1 ? "s" : ""}`));
+        const ul = el("ul");
+        all.forEach((v) => ul.appendChild(el("li", {}, v.reason)));
+        violations.appendChild(ul);
+      } else {
+        violations.appendChild(el("p", {class: "ok"}, "No anti-affinity violation: every group is spread as Pulsar's placement filter wants."));
+      }
+      const body = document.querySelector("#groups tbody");
+      body.innerHTML = "";
+      data.groups.forEach((g) => {
+        const tr = el("tr", {"data-group": g.group});
+        [g.group, g.namespaces.join(", "),
+         Object.entries(g.brokers).map(([b, ns]) => `${b} (${ns.length})`).join(", ") || "none yet",
+         Object.entries(g.domains).map(([d, n]) => `${d}: ${n}`).join(", "),
+         g.violations.length ? g.violations.map((v) => v.reason).join("; ") : "none"]
+          .forEach((v) => tr.appendChild(el("td", {}, v)));
+        body.appendChild(tr);
+      });
+      if (!data.groups.length) body.appendChild(el("tr")).appendChild(el("td", {colspan: 5, class: "muted"}, "No namespace has an anti-affinity group."));
+      root.querySelectorAll("button.drain, button.activate").forEach((button) =>
+        button.addEventListener("click", () => openState(button.dataset.broker, button.classList.contains("drain") ? "drain" : "activate")));
+    }
+
+    async function openState(broker, verb) {
+      result.className = "result"; result.textContent = "";
+      try {
+        const answer = await post(`/api/brokers/${encodeURIComponent(broker)}/${verb}/`, {preview: true});
+        document.getElementById("state-title").textContent = `${verb === "drain" ? "Drain" : "Activate"} ${broker}?`;
+        renderPlan(answer, {summary: document.getElementById("state-summary"),
+          actions: document.getElementById("state-actions"), stats: document.getElementById("state-stats")});
+        const confirmButton = document.getElementById("state-confirm");
+        confirmButton.disabled = answer.vetoed;
+        confirmButton.textContent = answer.vetoed ? "Refused" : `Confirm ${verb}`;
+        document.getElementById("state-reason").value = "";
+        pending = {broker, verb};
+        dialog.showModal();
+      } catch (err) {
+        result.className = "result error";
+        result.textContent = `${verb} ${broker} refused: ${err.message}`;
+      }
+    }
+    document.getElementById("state-cancel").addEventListener("click", () => { dialog.close(); pending = null; });
+    document.getElementById("state-confirm").addEventListener("click", async () => {
+      if (!pending) return;
+      const {broker, verb} = pending;
+      const reason = document.getElementById("state-reason").value;
+      dialog.close(); pending = null;
+      result.className = "result"; result.textContent = `${verb} ${broker}…`;
+      try {
+        const answer = await post(`/api/brokers/${encodeURIComponent(broker)}/${verb}/`, {reason});
+        result.textContent = `${answer.broker} is now ${answer.state}.`;
+        refreshNow();
+      } catch (err) {
+        result.className = "result error";
+        result.textContent = `${verb} ${broker} refused: ${err.message}`;
+      }
+    });
+
+    const refreshNow = liveRefresh("/api/domains/", (fresh) => { data = fresh; draw(); }, 2000);
+    draw();
+    connect();
+  }
+
+  return {dashboard, bundles, bundleMap, domains, reports, reportCharts, on, connect};
 })();
