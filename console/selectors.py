@@ -448,8 +448,10 @@ def bundle_map(*, now: datetime | None = None) -> dict[str, Any]:
     "brokers": [{"name", "domain", "state"}] by name (a broker's colour is its position),
     "namespaces": [{"name", "antiAffinityGroup", "bundles": [[lower, upper, owner or None,
     throughput (bytes/s, short-term), msg rate (msg/s), topics, last move (ISO or None),
-    cooling]]}]}``. ``cooling``: moved within the cool-down or the grace period, so the
-    balancer will not move it (an operator may, with an override)."""
+    cooling, figures]]}]}``. ``cooling``: moved within the cool-down or the grace period, so the
+    balancer will not move it (an operator may, with an override). ``figures``: "reported" (its
+    owner's last report), "estimated" (not reported since a split: its share of the hash range
+    of the bundle it was cut from, as last reported) or "none"."""
     now = now or datetime.now(UTC)
     config = balancer_config_get()
     cycle = cycle_config_get(config)
@@ -459,6 +461,20 @@ def bundle_map(*, now: datetime | None = None) -> dict[str, Any]:
         Bundle.objects.select_related("namespace", "owner").order_by("namespace__name", "lower")
     )
     bundles_with_loads(rows)
+    # Every reported record by namespace: a split's children take their share of their parent's.
+    reported: dict[int, list[tuple[int, int, float, float, int]]] = {}
+    for live in loadstore.entries_get([b.name for b in brokers]).values():
+        for record in live.bundles:
+            short = record["short"]
+            reported.setdefault(int(record["namespace"]), []).append(
+                (
+                    int(record["lower"]),
+                    int(record["upper"]),
+                    float(short[2] + short[3]),
+                    float(short[0] + short[1]),
+                    int(record["counts"][0]),
+                )
+            )
     namespaces: dict[int, dict[str, Any]] = {}
     for row in rows:
         entry = namespaces.get(row.namespace_id)
@@ -468,18 +484,37 @@ def bundle_map(*, now: datetime | None = None) -> dict[str, Any]:
                 "antiAffinityGroup": row.namespace.anti_affinity_group or None,
                 "bundles": [],
             }
-        moved = row.last_unloaded_at
         short = row.short_term
+        throughput = short["msgThroughputIn"] + short["msgThroughputOut"]
+        msg_rate = short["msgRateIn"] + short["msgRateOut"]
+        topics, figures = row.topics, "reported" if row.live is not None else "none"
+        if row.live is None:
+            parent = next(
+                (
+                    r
+                    for r in reported.get(row.namespace_id, ())
+                    if r[0] <= row.lower
+                    and row.upper <= r[1]
+                    and r[1] - r[0] > row.upper - row.lower
+                ),
+                None,
+            )
+            if parent is not None:
+                share = (row.upper - row.lower) / (parent[1] - parent[0])
+                throughput, msg_rate = parent[2] * share, parent[3] * share
+                topics, figures = round(parent[4] * share), "estimated"
+        moved = row.last_unloaded_at
         entry["bundles"].append(
             [
                 row.lower,
                 row.upper,
                 row.owner.name if row.owner else None,
-                short["msgThroughputIn"] + short["msgThroughputOut"],
-                short["msgRateIn"] + short["msgRateOut"],
-                row.topics,
+                throughput,
+                msg_rate,
+                topics,
                 moved.astimezone(UTC).isoformat() if moved else None,
                 bool(moved and (now - moved).total_seconds() < quiet_s),
+                figures,
             ]
         )
     return {

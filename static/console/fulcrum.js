@@ -49,11 +49,12 @@ const Fulcrum = (() => {
     return body;
   }
 
+  // Binary units, as the core's explanations write them.
   const fmtBytes = (n) => {
-    const units = ["B", "KB", "MB", "GB"];
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let i = 0;
     while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
-    return `${n.toFixed(1)} ${units[i]}/s`;
+    return `${i ? n.toFixed(1) : Math.round(n)} ${units[i]}/s`;
   };
 
   function renderRankings(rows) {
@@ -227,13 +228,21 @@ const Fulcrum = (() => {
   function renderPlan(body, parts) {
     parts.summary.textContent = body.summary;
     parts.actions.innerHTML = "";
-    body.plan.actions.forEach((a) => {
+    const actions = body.plan.actions;
+    actions.forEach((a, i) => {
+      const next = actions[i + 1], prev = actions[i - 1];
+      if (a.kind === "place" && prev && prev.kind === "unload" && prev.bundle === a.bundle) return;
+      // An unload and the placement of its bundle are one move: one line.
+      const move = a.kind === "unload" && next && next.kind === "place" && next.bundle === a.bundle ? next : null;
       const what = a.kind === "brokerState" ? `${a.broker}: ${a.from} → ${a.to}`
         : a.kind === "split" ? `split ${a.bundle}${a.boundaries.length ? " at " + a.boundaries.join(", ") : ""}`
-        : `${a.kind} ${a.bundle}: ${a.source || "nobody"} → ${a.destination || "(placed next cycle)"}`;
-      const li = el("li", {class: a.outcome === "vetoed" ? "vetoed" : "planned"});
+        : move ? `move ${a.bundle}: ${a.source} → ${move.destination || "nobody"}`
+        : `${a.kind} ${a.bundle}: ${a.source || "nobody"} → ${a.destination || "(placed by the next cycle)"}`;
+      const vetoed = a.outcome === "vetoed" || (move && move.outcome === "vetoed");
+      const li = el("li", {class: vetoed ? "vetoed" : "planned"});
       li.appendChild(el("b", {}, what));
-      li.appendChild(el("span", {}, ` — ${a.outcome}${a.veto ? ` (${a.veto})` : ""}${a.forced ? ", forced" : ""}: ${a.explanation}`));
+      const said = (x) => `${x.outcome}${x.veto ? ` (${x.veto})` : ""}${x.forced ? ", forced" : ""}: ${x.explanation}`;
+      li.appendChild(el("span", {}, ` — ${said(a)}${move ? `; placement ${said(move)}` : ""}`));
       parts.actions.appendChild(li);
     });
     const b = body.plan.stats.before, f = body.plan.stats.after;
@@ -250,9 +259,14 @@ const Fulcrum = (() => {
       const out = [];
       data.namespaces.forEach((ns) => ns.bundles.forEach((b) => out.push({
         namespace: ns.name, lower: b[0], upper: b[1], owner: b[2], throughput: b[3], msgRate: b[4],
-        topics: b[5], moved: b[6], cooling: b[7], name: `${ns.name}/${hex(b[0])}_${hex(b[1])}`})));
+        topics: b[5], moved: b[6], cooling: b[7], figures: b[8], name: `${ns.name}/${hex(b[0])}_${hex(b[1])}`})));
       return out;
     };
+
+    // A bundle's throughput in words, saying where the figure comes from.
+    const figuresOf = (b) => b.figures === "reported" ? fmtBytes(b.throughput)
+      : b.figures === "estimated" ? `${fmtBytes(b.throughput)} (estimated: its share of the bundle it was cut from)`
+      : "not reported by its owner yet";
 
     function rangeTraces(bundles) {
       const brokers = data.brokers.map((b) => b.name);
@@ -266,14 +280,15 @@ const Fulcrum = (() => {
         traces.push({
           type: "bar", orientation: "h", name: owner || "unassigned",
           y: rows.map((r) => r.namespace), base: rows.map((r) => r.lower), x: rows.map((r) => r.upper - r.lower),
-          customdata: rows.map((r) => [r.name, r.owner || "unassigned", fmtBytes(r.throughput),
+          customdata: rows.map((r) => [r.name, r.owner || "unassigned", figuresOf(r),
             `${Math.round(r.msgRate)} msg/s`, r.topics, utc(r.moved), r.cooling ? "yes" : "no"]),
           hovertemplate: "<b>%{customdata[0]}</b><br>owner %{customdata[1]}<br>throughput %{customdata[2]}" +
             "<br>msg rate %{customdata[3]}<br>topics %{customdata[4]}<br>last move %{customdata[5]}" +
             "<br>in cool-down %{customdata[6]}<extra></extra>",
           marker: {color: colour, opacity: rows.map((r) => 0.3 + 0.7 * Math.sqrt(r.throughput / maxLoad)),
             line: {color: "#ffffff", width: 1},
-            pattern: {shape: rows.map((r) => r.cooling ? "/" : ""), fgcolor: "#1d2330", size: 6, solidity: 0.25}},
+            pattern: {shape: rows.map((r) => r.cooling ? "/" : ""), fillmode: "overlay", fgcolor: "#1d2330",
+              fgopacity: 0.6, size: 6, solidity: 0.2}},
         });
       });
       return traces;
@@ -306,11 +321,12 @@ const Fulcrum = (() => {
       chart.style.height = treemap ? "640px" : `${Math.max(320, 60 + 26 * rows)}px`;
       const ticks = [0, 0x40000000, 0x80000000, 0xc0000000, 0xffffffff];
       const layout = treemap ? {margin: {t: 10, r: 10, b: 10, l: 10}} : {
-        barmode: "overlay", bargap: 0.25, margin: {t: 10, r: 10, b: 40, l: 140}, showlegend: true,
-        legend: {orientation: "h", y: 1.02, yanchor: "bottom", title: {text: "owner"}},
+        barmode: "overlay", bargap: 0.25, margin: {t: 10, r: 10, b: 40, l: 160}, showlegend: false,
         xaxis: {range: [0, 0xffffffff], tickvals: ticks, ticktext: ticks.map(hex), title: {text: "hash range"}, fixedrange: false},
-        yaxis: {autorange: "reversed", type: "category", fixedrange: true},
+        yaxis: {autorange: "reversed", type: "category", fixedrange: true,
+          categoryorder: "array", categoryarray: data.namespaces.map((ns) => ns.name)},
       };
+      drawLegend(bundles);
       Plotly.react(chart, treemap ? treemapTrace(bundles) : rangeTraces(bundles), layout,
         {displayModeBar: false, responsive: true});
       document.getElementById("map-stats").textContent =
@@ -319,10 +335,39 @@ const Fulcrum = (() => {
       if (selected) showPanel(bundles.find((b) => b.name === selected) || null);
     }
 
+    // Every broker with its colour, state and bundle count (brokers without bundles too).
+    function drawLegend(bundles) {
+      const legend = document.getElementById("map-legend");
+      legend.innerHTML = "";
+      const counts = {};
+      bundles.forEach((b) => { counts[b.owner || ""] = (counts[b.owner || ""] || 0) + 1; });
+      data.brokers.forEach((b, i) => {
+        const item = el("span", {class: `chip state-${b.state}`, "data-broker": b.name,
+          title: `${b.name}: ${b.state}, failure domain ${b.domain || "default"}`});
+        const swatch = el("i");
+        swatch.style.background = colourOf(i);
+        item.appendChild(swatch);
+        item.appendChild(document.createTextNode(`${b.name} (${counts[b.name] || 0})${b.state === "active" ? "" : " " + b.state}`));
+        legend.appendChild(item);
+      });
+      if (counts[""]) {
+        const item = el("span", {class: "chip"});
+        const swatch = el("i"); swatch.style.background = "#c8ccd4";
+        item.appendChild(swatch); item.appendChild(document.createTextNode(`unassigned (${counts[""]})`));
+        legend.appendChild(item);
+      }
+    }
+
     const panel = document.getElementById("panel");
     function showPanel(bundle) {
-      if (!bundle) { panel.hidden = true; selected = null; return; }
+      if (!bundle) {
+        const wasShown = !panel.hidden;
+        panel.hidden = true; selected = null;
+        if (wasShown) Plotly.Plots.resize(chart);
+        return;
+      }
       const changed = selected !== bundle.name;
+      const wasHidden = panel.hidden;
       selected = bundle.name;
       panel.hidden = false;
       panel.dataset.bundle = bundle.name;
@@ -331,14 +376,16 @@ const Fulcrum = (() => {
       const facts = document.getElementById("panel-facts");
       facts.innerHTML = "";
       [["Owner", bundle.owner || "unassigned"], ["Hash range", `${hex(bundle.lower)} – ${hex(bundle.upper)}`],
-       ["Throughput (short-term)", fmtBytes(bundle.throughput)], ["Msg rate", `${Math.round(bundle.msgRate)} msg/s`],
+       ["Throughput (short-term)", figuresOf(bundle)], ["Msg rate", bundle.figures === "none" ? "—" : `${Math.round(bundle.msgRate)} msg/s`],
        ["Topics", bundle.topics], ["Last move", utc(bundle.moved)],
        ["Cool-down", bundle.cooling ? "yes: the balancer leaves it alone; an unload needs an override" : "no"]]
         .forEach(([k, v]) => { facts.appendChild(el("dt", {}, k)); facts.appendChild(el("dd", {}, v)); });
-      if (isOperator && changed) { hidePlan(); loadDestinations(); }
+      const moved = panel.dataset.shownOwner !== (bundle.owner || "");
+      panel.dataset.shownOwner = bundle.owner || "";
+      if (isOperator && (changed || moved)) { hidePlan(); loadDestinations(); }
+      if (wasHidden) Plotly.Plots.resize(chart);
     }
 
-    chart.addEventListener("click", () => {});  // Plotly's own click event below
     function wireClicks() {
       chart.removeAllListeners && chart.removeAllListeners("plotly_click");
       chart.on("plotly_click", (ev) => {
@@ -418,7 +465,7 @@ const Fulcrum = (() => {
         document.getElementById("plan-force").checked = false;
         const confirmButton = document.getElementById("plan-confirm");
         confirmButton.disabled = answer.vetoed && !answer.overridable;
-        confirmButton.textContent = answer.vetoed ? "Confirm with override" : "Confirm";
+        confirmButton.textContent = !answer.vetoed ? "Confirm" : answer.overridable ? "Confirm with override" : "Refused";
         if (answer.vetoed && answer.overridable) confirmButton.disabled = true;
         delete body.preview;
         pending = {url: `/api/bundles/by-name/${kind}/`, body, label, vetoed: answer.vetoed};
