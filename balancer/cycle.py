@@ -1022,9 +1022,12 @@ def _operator_plan(
     state: Mapping[str, Any],
     actions: list[Action],
     serving: list[str],
+    serving_before: list[str] | None = None,
 ) -> CyclePlan:
+    """An operator's plan; its statistics over ``serving`` after it, and before it over
+    ``serving_before`` (the same brokers unless the plan takes one out, as a drain does)."""
     usage = snapshot.weighted_usage(config.pulsar.weights)
-    before = LoadStats.of({n: usage[n] for n in serving})
+    before = LoadStats.of({n: usage[n] for n in (serving_before or serving)})
     return CyclePlan(
         reason=str(Reason.OPERATOR),
         strategy="operator",
@@ -1155,8 +1158,9 @@ def unload_destinations(
     now = snapshot.now if now is None else now
     owner = snapshot.bundles[bundle].owner
     serving = _serving(snapshot, config, now)
-    others = [n for n in serving if n != owner]
-    kept, _, rejections = filter_candidates(snapshot, bundle, config.pulsar, {}, others)
+    # The filters over every serving broker, the owner too, as ``plan_unload`` checks a
+    # destination (Pulsar counts the owner's holdings in the anti-affinity spread).
+    kept, _, rejections = filter_candidates(snapshot, bundle, config.pulsar, {}, serving)
     refused = {r.broker: r for r in rejections}
     out = []
     for name in sorted(snapshot.brokers):
@@ -1272,7 +1276,8 @@ def plan_drain(
         raise BalancerError(f"unknown broker {broker!r}", field="broker")
     now = snapshot.now
     current = snapshot.brokers[broker].state
-    serving = [n for n in _serving(snapshot, config, now) if n != broker]
+    serving_before = _serving(snapshot, config, now)
+    serving = [n for n in serving_before if n != broker]
     change = Action(
         ActionKind.BROKER_STATE,
         broker,
@@ -1288,7 +1293,7 @@ def plan_drain(
             veto=Reason.NOT_ENOUGH_BROKERS,
             explanation=f"draining {broker} would leave no serving broker",
         )
-        return _operator_plan(snapshot, config, state, [vetoed], serving)
+        return _operator_plan(snapshot, config, state, [vetoed], serving_before)
     if current == "draining":
         change = replace(change, explanation=f"{broker} is draining already")
     brokers = {**snapshot.brokers, broker: replace(snapshot.brokers[broker], state="draining")}
@@ -1309,7 +1314,7 @@ def plan_drain(
     drained = [a for a in _drained(draining, actions, []) if a.target == broker]
     actions = [change, *actions, *drained]
     out_state = {**state, placement: remembered} if remembered else dict(state)
-    return _operator_plan(draining, config, out_state, actions, serving)
+    return _operator_plan(draining, config, out_state, actions, serving, serving_before)
 
 
 def plan_activate(snapshot: ClusterSnapshot, config: CycleConfig, broker: str) -> CyclePlan:

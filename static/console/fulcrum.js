@@ -322,7 +322,7 @@ const Fulcrum = (() => {
       const ticks = [0, 0x40000000, 0x80000000, 0xc0000000, 0xffffffff];
       const layout = treemap ? {margin: {t: 10, r: 10, b: 10, l: 10}} : {
         barmode: "overlay", bargap: 0.25, margin: {t: 10, r: 10, b: 40, l: 160}, showlegend: false,
-        xaxis: {range: [0, 0xffffffff], tickvals: ticks, ticktext: ticks.map(hex), title: {text: "hash range"}, fixedrange: false},
+        xaxis: {range: [0, 0xffffffff], tickvals: ticks, ticktext: ticks.map(hex), title: {text: "hash range"}, zeroline: false},
         yaxis: {autorange: "reversed", type: "category", fixedrange: true,
           categoryorder: "array", categoryarray: data.namespaces.map((ns) => ns.name)},
       };

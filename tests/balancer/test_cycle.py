@@ -349,12 +349,17 @@ def test_operator_split_drain_and_activate():
         ("place", "b2"),
         ("brokerState", "drained"),
     ]
+    # Before: every serving broker, the drained one too; after: without it.
+    assert set(drain.before.brokers) == {"b1", "b2"}
+    assert set(drain.after.brokers) == {"b2"}
     draining = ClusterSnapshot(
         NOW, {**snap.brokers, "b1": replace(snap.brokers["b1"], state="draining")}, snap.bundles
     )
     assert "draining already" in plan_drain(draining, config(), {}, "b1").actions[0].explanation
     last = ClusterSnapshot(NOW, {"b1": snap.brokers["b1"]}, snap.bundles)
-    assert plan_drain(last, config(), {}, "b1").actions[0].veto == Reason.NOT_ENOUGH_BROKERS
+    refused = plan_drain(last, config(), {}, "b1")
+    assert refused.actions[0].veto == Reason.NOT_ENOUGH_BROKERS
+    assert set(refused.before.brokers) == set(refused.after.brokers) == {"b1"}
     with pytest.raises(BalancerError):
         plan_drain(snap, config(), {}, "zz")
     activate = plan_activate(draining, config(), "b1")
@@ -647,11 +652,16 @@ def test_unload_destinations_say_why_each_other_broker_is_refused():
         c["broker"]: c for c in unload_destinations(snap, config(), "t/a/0x00000000_0xffffffff")
     }
     assert choices["b1"] == {"broker": "b1", "eligible": False, "why": "the bundle's owner"}
-    assert choices["b2"]["eligible"] is True and choices["b2"]["why"] is None
+    assert choices["b2"]["eligible"] is True
+    assert choices["b2"]["why"] is None
     # b3 owns t/c of the same group: the anti-affinity filter keeps b2 (none of the group).
     assert not choices["b3"]["eligible"]
     assert choices["b3"]["why"].startswith("anti_affinity filter: owns 1 namespaces of group 'ha'")
     assert choices["b4"]["why"] == "not serving (draining)"
+    # The list says what plan_unload does with each destination.
+    for name, choice in choices.items():
+        plan = plan_unload(snap, config(), {}, "t/a/0x00000000_0xffffffff", destination=name)
+        assert bool(plan.vetoed) is not choice["eligible"], name
     lost = unload_destinations(snap, config(), "t/c/0x00000000_0xffffffff", now=NOW + 10_000)
     assert all(c["why"] == "not serving (lost)" for c in lost if c["broker"] in ("b1", "b2"))
     with pytest.raises(BalancerError):

@@ -8,7 +8,8 @@ from tests.balancer.test_cycle import _three_domains
 def test_two_namespaces_of_a_group_on_one_broker_while_another_holds_none_is_a_violation():
     snap = _three_domains({"t/a": "HA", "t/b": "ha", "t/c": "other"})
     ha, other = anti_affinity_spread(snap, PulsarConfig(), ["b1", "b2", "b3"])
-    assert ha["group"] == "HA" and ha["namespaces"] == ["t/a", "t/b"]
+    assert ha["group"] == "HA"
+    assert ha["namespaces"] == ["t/a", "t/b"]
     assert ha["brokers"] == {"b1": ["t/a", "t/b"]}
     assert ha["domains"] == {"d1": 2, "d2": 0}
     (violation,) = ha["violations"]
@@ -16,7 +17,8 @@ def test_two_namespaces_of_a_group_on_one_broker_while_another_holds_none_is_a_v
     assert violation["reason"] == (
         "b1 owns bundles of 2 namespaces of group 'HA' (t/a, t/b) while b2 owns none"
     )
-    assert other["violations"] == [] and other["brokers"] == {"b3": ["t/c"]}
+    assert other["violations"] == []
+    assert other["brokers"] == {"b3": ["t/c"]}
 
 
 def test_with_failure_domains_a_domain_holding_two_while_another_holds_none_is_a_violation():

@@ -1,0 +1,312 @@
+"""The console's cluster pages in Debian's Chromium (Playwright): the bundle map (one segment per
+bundle, an unload with a chosen destination recolours it live in another operator's tab, a split
+previewed then applied), the failure-domain layout (drain previewed, refused for the last serving
+broker), and a viewer who sees no action and is refused by the server. Screenshots of every page
+go to var/screenshots/ (docs/screenshots/ holds the README's copies)."""
+
+import os
+import shutil
+
+import pytest
+import requests
+from channels.testing import ChannelsLiveServerTestCase
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+
+from console.access import OPERATORS_GROUP
+from console.models import AuditEvent, Broker, Bundle, Namespace
+from console.services.seed import cluster_seed
+from tests.conftest import MIB, SMALL, report
+from tests.console.test_browser import CHROMIUM, LAUNCH_ARGS
+
+SHOTS = settings.VAR_DIR / "screenshots"
+
+# The trace (by its position among the bar traces) and point of a bundle on the map.
+FIND_BAR = """(name) => {
+  const traces = document.querySelectorAll('#bundle-map g.trace.bars');
+  for (let t = 0; t < traces.length; t++) {
+    const trace = traces[t].__data__[0].trace;
+    const i = (trace.customdata || []).findIndex((c) => c[0] === name);
+    if (i >= 0) return [t, i, trace.name];
+  }
+  return null;
+}"""
+FILL_OF = """(name) => {
+  // The bar's colour as rgb(): a hatched bar is filled with a pattern over that colour.
+  const rgb = (colour) => {
+    const probe = document.createElement('div');
+    probe.style.color = colour;
+    document.body.appendChild(probe);
+    const out = getComputedStyle(probe).color
+      .replace(/rgba\\((\\d+), (\\d+), (\\d+).*\\)/, 'rgb($1, $2, $3)');
+    probe.remove();
+    return out;
+  };
+  const traces = document.querySelectorAll('#bundle-map g.trace.bars');
+  for (const el of traces) {
+    const trace = el.__data__[0].trace;
+    const i = (trace.customdata || []).findIndex((c) => c[0] === name);
+    if (i < 0) continue;
+    const fill = el.querySelectorAll('g.point path')[i].style.fill;
+    const pattern = /url\\("?#([^")]+)"?\\)/.exec(fill);
+    if (!pattern) return rgb(fill);
+    const background = document.getElementById(pattern[1]).querySelector('rect');
+    return rgb(background.style.fill || background.getAttribute('fill'));
+  }
+  return null;
+}"""
+SWATCH_OF = """(broker) => getComputedStyle(
+  document.querySelector(`#map-legend [data-broker="${broker}"] i`)).backgroundColor"""
+
+
+@pytest.mark.browser
+class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
+    serve_static = True
+
+    def setUp(self):
+        assert shutil.which(CHROMIUM), "make test installs Debian's chromium"
+        cluster_seed(SMALL)
+        brokers = list(Broker.objects.order_by("name"))
+        for i, bundle in enumerate(Bundle.objects.order_by("namespace__name", "lower")):
+            bundle.owner = brokers[i % 3]
+            bundle.save()
+        Namespace.objects.filter(name__in=["acme/orders", "acme/payments"]).update(
+            anti_affinity_group="orders-ha"
+        )
+        for name, password, operator in (("alice", "s3cret-pass", True), ("bob", "v1ewer-pass", 0)):
+            user = User.objects.create_user(name, password=password)
+            if operator:
+                user.groups.add(Group.objects.get_or_create(name=OPERATORS_GROUP)[0])
+        for j, broker in enumerate(brokers):
+            owned = [
+                b.name for b in Bundle.objects.filter(owner=broker).select_related("namespace")
+            ]
+            stats = {
+                name: {
+                    "msgRateIn": 100.0 * (k + 1),
+                    "msgRateOut": 100.0,
+                    "msgThroughputIn": (k + 1) * MIB,
+                    "msgThroughputOut": MIB,
+                    "topics": 4,
+                }
+                for k, name in enumerate(owned)
+            }
+            response = requests.post(
+                f"{self.live_server_url}/api/load-reports/",
+                json=report(broker.name, 20 + 10 * j, bundles=owned, stats=stats),
+                headers={"Authorization": f"Broker {settings.FULCRUM_BROKER_TOKEN}"},
+                timeout=10,
+            )
+            assert response.status_code == 201, response.text
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs a loop
+
+    def login(self, browser, user, password):
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{self.live_server_url}/login/")
+        page.fill("#id_username", user)
+        page.fill("#id_password", password)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{self.live_server_url}/")
+        return page
+
+    def click_bundle(self, page, name):
+        trace, point, _ = page.evaluate(FIND_BAR, name)
+        bar = page.locator("#bundle-map g.trace.bars").nth(trace).locator("g.point").nth(point)
+        bar.locator("path").click(force=True)
+        from playwright.sync_api import expect
+
+        expect(page.locator("#panel-title")).to_have_text(name)
+
+    def test_operator_unloads_and_splits_on_the_map_and_drains_on_the_domain_layout(self):
+        from playwright.sync_api import expect, sync_playwright
+
+        bundles = Bundle.objects.count()
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+            page = self.login(browser, "alice", "s3cret-pass")
+            watcher = self.login(browser, "alice", "s3cret-pass")
+            for tab in (page, watcher):
+                tab.goto(f"{self.live_server_url}/bundles/")
+                tab.wait_for_selector("body[data-live='1']", timeout=10_000)
+            # One segment per bundle, with its load.
+            expect(page.locator("#bundle-map g.trace.bars g.point path")).to_have_count(bundles)
+            assert page.locator("#bundle-map").get_attribute("data-bundles") == str(bundles)
+            page.screenshot(path=str(SHOTS / "bundle-map.png"), full_page=True)
+
+            # Unload with a chosen destination: previewed, confirmed, recoloured live elsewhere.
+            row = Bundle.objects.select_related("namespace", "owner").filter(
+                owner__name="broker-1"
+            )[0]
+            name = row.name
+            self.click_bundle(page, name)
+            expect(page.locator("#panel-facts")).to_contain_text("MiB/s")
+            options = page.locator("#unload-destination option:not([disabled])")
+            expect(options).not_to_have_count(1)  # the destinations arrived
+            eligible = [v for v in options.evaluate_all("os => os.map((o) => o.value)") if v]
+            refused = page.locator("#unload-destination option[disabled]").all_text_contents()
+            assert any("the bundle's owner" in text for text in refused)
+            destination = eligible[0]
+            before = watcher.evaluate(FILL_OF, name)
+            page.select_option("#unload-destination", destination)
+            page.fill("#unload-reason", "make room on broker-1")
+            page.click("#unload-preview")
+            expect(page.locator("#plan-actions li")).to_contain_text(
+                f"move {name}: broker-1 → {destination}"
+            )
+            expect(page.locator("#plan-stats")).to_contain_text("CV")
+            page.screenshot(path=str(SHOTS / "bundle-map-unload-preview.png"), full_page=True)
+            assert Bundle.objects.get(pk=row.pk).owner.name == "broker-1"  # a preview moves nothing
+            page.click("#plan-confirm")
+            expect(page.locator("#result")).to_contain_text(f"now on {destination}")
+            expect(page.locator("#panel-facts")).to_contain_text(destination)
+            watcher.wait_for_function(
+                "([name, d]) => { const f = (" + FIND_BAR + ")(name); return f && f[2] === d; }",
+                arg=[name, destination],
+                timeout=10_000,
+            )
+            after = watcher.evaluate(FILL_OF, name)
+            assert after != before
+            assert after == watcher.evaluate(SWATCH_OF, destination)
+            event = AuditEvent.objects.filter(target=name, action="unload").get()
+            assert event.actor.username == "alice"
+            assert event.reason.startswith("Operator's reason: make room on broker-1.")
+            assert (event.source, event.destination) == ("broker-1", destination)
+
+            # Again at once: the cool-down vetoes it; the override is explicit.
+            page.click("#unload-preview")
+            expect(page.locator("#plan-actions li.vetoed")).to_contain_text("CoolDown")
+            expect(page.locator("#plan-override")).to_be_visible()
+            expect(page.locator("#plan-confirm")).to_be_disabled()
+            page.screenshot(path=str(SHOTS / "bundle-map-cool-down.png"), full_page=True)
+            page.click("#plan-cancel")
+
+            # Split at the midpoint: preview of the boundaries and each half's load, then two
+            # segments with their (estimated) load.
+            other = Bundle.objects.select_related("namespace").filter(owner__name="broker-2")[0]
+            self.click_bundle(page, other.name)
+            page.select_option("#split-algorithm", "range_equally_divide")
+            page.click("#split-preview")
+            children = page.locator("#plan-children tbody tr")
+            expect(children).to_have_count(2)
+            expect(children.first).to_contain_text("50.0 %")
+            expect(children.first).to_contain_text("MiB/s")
+            page.screenshot(path=str(SHOTS / "bundle-map-split-preview.png"), full_page=True)
+            page.click("#plan-confirm")
+            expect(page.locator("#result")).to_contain_text("into 2 bundles")
+            expect(watcher.locator("#bundle-map g.trace.bars g.point path")).to_have_count(
+                bundles + 1, timeout=10_000
+            )
+            lower, upper = other.lower, other.upper
+            middle = lower + (upper - lower) // 2
+            for a, b in ((lower, middle), (middle, upper)):
+                child = f"{other.namespace.name}/0x{a:08x}_0x{b:08x}"
+                found = watcher.evaluate(FIND_BAR, child)
+                assert found is not None
+                assert found[2] == "unassigned"
+                hover = watcher.evaluate(
+                    "(name) => { for (const t of document.getElementById('bundle-map').data) {"
+                    " const c = (t.customdata || []).find((c) => c[0] === name);"
+                    " if (c) return c[2]; } }",
+                    child,
+                )
+                assert "estimated" in hover
+                assert "MiB/s" in hover
+            watcher.screenshot(path=str(SHOTS / "bundle-map-after-split.png"), full_page=True)
+            watcher.select_option("#map-view", "treemap")
+            watcher.wait_for_selector("#bundle-map g.trace.treemap")
+            watcher.screenshot(path=str(SHOTS / "bundle-map-treemap.png"), full_page=True)
+
+            # The failure-domain layout. broker-3 gives its bundles to broker-1: the group's two
+            # namespaces share brokers (and zone-a) while broker-3 (zone-b) holds neither.
+            Bundle.objects.filter(owner__name="broker-3").update(
+                owner=Broker.objects.get(name="broker-1")
+            )
+            page.goto(f"{self.live_server_url}/domains/")
+            expect(page.locator("section.domain")).to_have_count(2)
+            expect(page.locator("section.domain[data-domain='zone-a'] .broker-card")).to_have_count(
+                2
+            )
+            expect(page.locator("#groups tbody tr[data-group='orders-ha']")).to_contain_text(
+                "acme/orders, acme/payments"
+            )
+            expect(page.locator("#violations")).to_contain_text(
+                "broker-1 owns bundles of 2 namespaces of group 'orders-ha' "
+                "(acme/orders, acme/payments) while broker-3 owns none"
+            )
+            expect(page.locator("#violations")).to_contain_text(
+                "failure domain 'zone-a' holds 2 namespaces of group 'orders-ha' while 'zone-b' "
+                "holds none"
+            )
+            expect(page.locator("section.domain[data-domain='zone-a']")).to_have_class(
+                "domain violated"
+            )
+            expect(
+                page.locator(".broker-card[data-broker='broker-1'] .tag.violated")
+            ).to_have_count(1)
+            page.screenshot(path=str(SHOTS / "domains.png"), full_page=True)
+            page.locator(".broker-card[data-broker='broker-2'] button.drain").click()
+            expect(page.locator("#state-dialog")).to_be_visible()
+            expect(page.locator("#state-actions li").first).to_contain_text(
+                "broker-2: active → draining"
+            )
+            expect(page.locator("#state-actions")).to_contain_text("move acme/")
+            page.screenshot(path=str(SHOTS / "domains-drain-preview.png"), full_page=True)
+            page.click("#state-cancel")
+            assert Broker.objects.get(name="broker-2").state == "active"
+
+            # The last serving broker: the preview says why, and nothing can confirm it.
+            Broker.objects.exclude(name="broker-1").update(state="drained")
+            page.reload()
+            page.locator(".broker-card[data-broker='broker-1'] button.drain").click()
+            expect(page.locator("#state-actions li.vetoed")).to_contain_text(
+                "would leave no serving broker"
+            )
+            expect(page.locator("#state-confirm")).to_be_disabled()
+            page.screenshot(path=str(SHOTS / "domains-drain-refused.png"), full_page=True)
+            page.click("#state-cancel")
+            page.locator(".broker-card[data-broker='broker-2'] button.activate").click()
+            page.fill("#state-reason", "back from maintenance")
+            page.click("#state-confirm")
+            expect(page.locator("#result")).to_contain_text("broker-2 is now active")
+            expect(
+                page.locator(".broker-card[data-broker='broker-2'] button.drain")
+            ).to_be_visible()
+            browser.close()
+        assert Broker.objects.get(name="broker-2").state == "active"
+        assert AuditEvent.objects.filter(
+            target="broker-2", reason__startswith="Operator's reason: back from maintenance."
+        ).exists()
+
+    def test_a_viewer_sees_no_action_and_the_server_refuses_one(self):
+        from playwright.sync_api import expect, sync_playwright
+
+        name = Bundle.objects.select_related("namespace").filter(owner__name="broker-1")[0].name
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+            page = self.login(browser, "bob", "v1ewer-pass")
+            page.goto(f"{self.live_server_url}/bundles/")
+            expect(page.locator(".banner")).to_contain_text("Read-only")
+            self.click_bundle(page, name)
+            expect(page.locator("#unload-form")).to_have_count(0)
+            expect(page.locator("#split-form")).to_have_count(0)
+            status = page.evaluate(
+                """async (name) => (await fetch('/api/bundles/by-name/unload/', {method: 'POST',
+                  credentials: 'same-origin', headers: {'Content-Type': 'application/json',
+                  'X-CSRFToken': document.querySelector('input[name=csrfmiddlewaretoken]').value},
+                  body: JSON.stringify({bundle: name})})).status""",
+                name,
+            )
+            assert status == 403
+            page.screenshot(path=str(SHOTS / "bundle-map-viewer.png"), full_page=True)
+            page.goto(f"{self.live_server_url}/domains/")
+            expect(page.locator(".broker-card")).to_have_count(3)
+            expect(page.locator(".broker-card button")).to_have_count(0)
+            browser.close()
+        assert (
+            Bundle.objects.get(
+                namespace__name=name.rsplit("/", 1)[0],
+                lower=int(name.rsplit("/", 1)[1].split("_")[0], 16),
+            ).owner.name
+            == "broker-1"
+        )
