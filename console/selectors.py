@@ -457,58 +457,61 @@ def bundle_map(*, now: datetime | None = None) -> dict[str, Any]:
     cycle = cycle_config_get(config)
     quiet_s = max(cycle.safety.bundle_cool_down_s, cycle.pulsar.grace_period_s)
     brokers = list(Broker.objects.select_related("failure_domain").order_by("name"))
-    rows = list(
-        Bundle.objects.select_related("namespace", "owner").order_by("namespace__name", "lower")
-    )
-    bundles_with_loads(rows)
-    # Every reported record by namespace: a split's children take their share of their parent's.
-    reported: dict[int, list[tuple[int, int, float, float, int]]] = {}
-    for live in loadstore.entries_get([b.name for b in brokers]).values():
-        for record in live.bundles:
-            short = record["short"]
-            reported.setdefault(int(record["namespace"]), []).append(
-                (
-                    int(record["lower"]),
-                    int(record["upper"]),
-                    float(short[2] + short[3]),
-                    float(short[0] + short[1]),
-                    int(record["counts"][0]),
-                )
-            )
+    # Every reported record: (namespace id, lower, upper) -> (reporter, throughput (bytes/s),
+    # msg rate (msg/s), topics); by namespace too, where a split's children find their parent.
+    reported: dict[tuple[int, int, int], tuple[str, float, float, int]] = {}
+    by_namespace: dict[int, list[tuple[int, int, float, float, int]]] = {}
+    for name, live in loadstore.entries_get([b.name for b in brokers]).items():
+        records = live.bundles
+        short = records["short"]
+        throughput = (short[:, 2] + short[:, 3]).tolist()
+        msg_rate = (short[:, 0] + short[:, 1]).tolist()
+        topics = records["counts"][:, 0].tolist()
+        keys = zip(
+            records["namespace"].tolist(),
+            records["lower"].tolist(),
+            records["upper"].tolist(),
+            strict=True,
+        )
+        for key, t, m, n in zip(keys, throughput, msg_rate, topics, strict=True):
+            reported[key] = (name, t, m, n)
+            by_namespace.setdefault(key[0], []).append((key[1], key[2], t, m, n))
+    policies = dict(Namespace.objects.values_list("pk", "anti_affinity_group"))
     namespaces: dict[int, dict[str, Any]] = {}
-    for row in rows:
-        entry = namespaces.get(row.namespace_id)
+    rows = Bundle.objects.order_by("namespace__name", "lower").values_list(
+        "namespace_id", "namespace__name", "lower", "upper", "owner__name", "last_unloaded_at"
+    )
+    for namespace_id, namespace, lower, upper, owner, moved in rows:
+        entry = namespaces.get(namespace_id)
         if entry is None:
-            entry = namespaces[row.namespace_id] = {
-                "name": row.namespace.name,
-                "antiAffinityGroup": row.namespace.anti_affinity_group or None,
+            entry = namespaces[namespace_id] = {
+                "name": namespace,
+                "antiAffinityGroup": policies.get(namespace_id) or None,
                 "bundles": [],
             }
-        short = row.short_term
-        throughput = short["msgThroughputIn"] + short["msgThroughputOut"]
-        msg_rate = short["msgRateIn"] + short["msgRateOut"]
-        topics, figures = row.topics, "reported" if row.live is not None else "none"
-        if row.live is None:
+        hit = reported.get((namespace_id, lower, upper))
+        if hit is not None and owner is not None and hit[0] == owner:
+            _, throughput, msg_rate, topics = hit
+            figures = "reported"
+        else:
+            throughput, msg_rate, topics, figures = 0.0, 0.0, 0, "none"
             parent = next(
                 (
                     r
-                    for r in reported.get(row.namespace_id, ())
-                    if r[0] <= row.lower
-                    and row.upper <= r[1]
-                    and r[1] - r[0] > row.upper - row.lower
+                    for r in by_namespace.get(namespace_id, ())
+                    if r[0] <= lower and upper <= r[1] and r[1] - r[0] > upper - lower
                 ),
                 None,
             )
             if parent is not None:
-                share = (row.upper - row.lower) / (parent[1] - parent[0])
+                share = (upper - lower) / (parent[1] - parent[0])
                 throughput, msg_rate = parent[2] * share, parent[3] * share
                 topics, figures = round(parent[4] * share), "estimated"
-        moved = row.last_unloaded_at
         entry["bundles"].append(
             [
-                row.lower,
-                row.upper,
-                row.owner.name if row.owner else None,
+                lower,
+                upper,
+                owner,
                 throughput,
                 msg_rate,
                 topics,

@@ -237,7 +237,7 @@ const Fulcrum = (() => {
       const what = a.kind === "brokerState" ? `${a.broker}: ${a.from} → ${a.to}`
         : a.kind === "split" ? `split ${a.bundle}${a.boundaries.length ? " at " + a.boundaries.join(", ") : ""}`
         : move ? `move ${a.bundle}: ${a.source} → ${move.destination || "nobody"}`
-        : `${a.kind} ${a.bundle}: ${a.source || "nobody"} → ${a.destination || "(placed by the next cycle)"}`;
+        : `${a.kind} ${a.bundle}: ${a.source || "nobody"} → ${a.destination || (a.outcome === "vetoed" ? "(stays)" : "(placed by the next cycle)")}`;
       const vetoed = a.outcome === "vetoed" || (move && move.outcome === "vetoed");
       const li = el("li", {class: vetoed ? "vetoed" : "planned"});
       li.appendChild(el("b", {}, what));
@@ -255,43 +255,117 @@ const Fulcrum = (() => {
     const result = document.getElementById("result");
     let data = initial, selected = null;   // selected: bundle name
 
+    // Every bundle as an object, built once per data and found by name.
+    let cache = null;
     const flat = () => {
-      const out = [];
-      data.namespaces.forEach((ns) => ns.bundles.forEach((b) => out.push({
+      if (cache && cache.data === data) return cache.list;
+      const list = [];
+      data.namespaces.forEach((ns) => ns.bundles.forEach((b) => list.push({
         namespace: ns.name, lower: b[0], upper: b[1], owner: b[2], throughput: b[3], msgRate: b[4],
         topics: b[5], moved: b[6], cooling: b[7], figures: b[8], name: `${ns.name}/${hex(b[0])}_${hex(b[1])}`})));
-      return out;
+      cache = {data, list, byName: new Map(list.map((b) => [b.name, b]))};
+      return list;
     };
+    const named = (name) => { flat(); return cache.byName.get(name) || null; };
 
     // A bundle's throughput in words, saying where the figure comes from.
     const figuresOf = (b) => b.figures === "reported" ? fmtBytes(b.throughput)
       : b.figures === "estimated" ? `${fmtBytes(b.throughput)} (estimated: its share of the bundle it was cut from)`
       : "not reported by its owner yet";
 
-    function rangeTraces(bundles) {
-      const brokers = data.brokers.map((b) => b.name);
-      const maxLoad = Math.max(1, ...bundles.map((b) => b.throughput));
-      const groups = new Map([[null, []], ...brokers.map((n) => [n, []])]);
-      bundles.forEach((b) => (groups.get(b.owner) || groups.get(null)).push(b));
-      const traces = [];
-      groups.forEach((rows, owner) => {
-        if (!rows.length && owner === null) return;
-        const colour = owner === null ? "#c8ccd4" : colourOf(brokers.indexOf(owner));
-        traces.push({
-          type: "bar", orientation: "h", name: owner || "unassigned",
-          y: rows.map((r) => r.namespace), base: rows.map((r) => r.lower), x: rows.map((r) => r.upper - r.lower),
-          customdata: rows.map((r) => [r.name, r.owner || "unassigned", figuresOf(r),
-            `${Math.round(r.msgRate)} msg/s`, r.topics, utc(r.moved), r.cooling ? "yes" : "no"]),
-          hovertemplate: "<b>%{customdata[0]}</b><br>owner %{customdata[1]}<br>throughput %{customdata[2]}" +
-            "<br>msg rate %{customdata[3]}<br>topics %{customdata[4]}<br>last move %{customdata[5]}" +
-            "<br>in cool-down %{customdata[6]}<extra></extra>",
-          marker: {color: colour, opacity: rows.map((r) => 0.3 + 0.7 * Math.sqrt(r.throughput / maxLoad)),
-            line: {color: "#ffffff", width: 1},
-            pattern: {shape: rows.map((r) => r.cooling ? "/" : ""), fillmode: "overlay", fgcolor: "#1d2330",
-              fgopacity: 0.6, size: 6, solidity: 0.2}},
-        });
-      });
-      return traces;
+    // The range view is one raster image under Plotly's axes: every bundle a rectangle drawn on
+    // a canvas (owner's colour, alpha by load, hatched in cool-down), not an SVG element per
+    // bundle, so 12,800 bundles draw in milliseconds. Zooming re-draws the visible range.
+    // The pointer is hit-tested against the bundles (``bundleAt``).
+    const LEVELS = [0.3, 0.5, 0.7, 0.9, 1.0];
+    const HALF = 0.38;  // half a row's height, in rows
+    const ROW_PX = 26;
+    const MARGIN = {t: 10, r: 10, b: 40, l: 160};
+    let hatch = null;
+    const chartHeight = (rows) => Math.max(320, 60 + ROW_PX * rows);
+
+    // {source (PNG data URL), drawn (bundles on it)} for the hash range [x0, x1].
+    function rangeImage(x0, x1) {
+      const ratio = window.devicePixelRatio || 1;
+      const width = Math.max(100, Math.round((chart.clientWidth - MARGIN.l - MARGIN.r) * ratio));
+      // Rows as tall as Plotly draws them, so that the image is never stretched.
+      const plotHeight = chartHeight(data.namespaces.length) - MARGIN.t - MARGIN.b;
+      const rowPx = Math.max(1, Math.floor((plotHeight / Math.max(1, data.namespaces.length)) * ratio));
+      const canvas = document.createElement("canvas");
+      canvas.width = width;
+      canvas.height = Math.max(1, data.namespaces.length * rowPx);
+      const ctx = canvas.getContext("2d");
+      if (!hatch) {
+        const tile = document.createElement("canvas");
+        tile.width = tile.height = 8;
+        const t = tile.getContext("2d");
+        t.strokeStyle = "rgba(29, 35, 48, 0.75)"; t.lineWidth = 1.5;
+        t.beginPath(); t.moveTo(0, 8); t.lineTo(8, 0); t.stroke();
+        hatch = ctx.createPattern(tile, "repeat");
+      }
+      const brokers = new Map(data.brokers.map((b, i) => [b.name, colourOf(i)]));
+      let maxLoad = 1;
+      data.namespaces.forEach((ns) => ns.bundles.forEach((b) => { if (b[3] > maxLoad) maxLoad = b[3]; }));
+      const scale = width / (x1 - x0), pad = Math.round((0.5 - HALF) * rowPx);
+      let drawn = 0;
+      data.namespaces.forEach((ns, r) => ns.bundles.forEach((b) => {
+        if (b[1] <= x0 || b[0] >= x1) return;
+        const a = Math.max(0, (b[0] - x0) * scale), c = Math.min(width, (b[1] - x0) * scale);
+        const w = Math.max(1, c - a - ratio);  // a pixel's gap between neighbours
+        const level = Math.min(LEVELS.length - 1, Math.floor(Math.sqrt(b[3] / maxLoad) * (LEVELS.length - 1) + 0.5));
+        ctx.globalAlpha = LEVELS[level];
+        ctx.fillStyle = b[2] === null ? "#c8ccd4" : brokers.get(b[2]) || "#888";
+        ctx.fillRect(a, r * rowPx + pad, w, rowPx - 2 * pad);
+        if (b[7]) { ctx.globalAlpha = 1; ctx.fillStyle = hatch; ctx.fillRect(a, r * rowPx + pad, w, rowPx - 2 * pad); }
+        drawn += 1;
+      }));
+      // The raster and its geometry stay on the element, for tools and the browser tests.
+      chart.fulcrumMap = {canvas, x0, x1, scale, rowPx};
+      return {source: canvas.toDataURL("image/png"), drawn};
+    }
+
+    // The selected bundle, outlined.
+    function selectedShape() {
+      const chosen = selected && named(selected);
+      const y = chosen ? data.namespaces.findIndex((ns) => ns.name === chosen.namespace) : -1;
+      if (y < 0) return [];
+      return [{type: "rect", xref: "x", yref: "y", x0: chosen.lower, x1: chosen.upper, y0: y - HALF, y1: y + HALF,
+        line: {color: "#1d2330", width: 2.5}}];
+    }
+
+    // The bundle under the pointer (range view): the plot area's pixels to (hash, row), then a
+    // binary search of that namespace's bundles by lower bound.
+    function bundleAt(event) {
+      const area = chart.querySelector(".nsewdrag");
+      if (!area || viewSelect.value !== "ranges") return null;
+      const box = area.getBoundingClientRect();
+      const fx = (event.clientX - box.left) / box.width, fy = (event.clientY - box.top) / box.height;
+      if (fx < 0 || fx > 1 || fy < 0 || fy > 1) return null;
+      const [x0, x1] = chart.layout.xaxis.range, [y0, y1] = chart.layout.yaxis.range;
+      const hash = x0 + fx * (x1 - x0), row = y1 + fy * (y0 - y1);  // range[1] is the top
+      const ns = data.namespaces[Math.round(row)];
+      if (!ns || Math.abs(row - Math.round(row)) > HALF) return null;
+      let lo = 0, hi = ns.bundles.length - 1;
+      while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (ns.bundles[mid][0] <= hash) lo = mid; else hi = mid - 1; }
+      const b = ns.bundles[lo];
+      return b && b[0] <= hash && hash < b[1] ? named(`${ns.name}/${hex(b[0])}_${hex(b[1])}`) : null;
+    }
+
+    const tip = document.getElementById("map-tip");
+    function showTip(event) {
+      const b = bundleAt(event);
+      if (!b) { tip.hidden = true; chart.style.cursor = ""; return; }
+      chart.style.cursor = "pointer";
+      tip.innerHTML = "";
+      tip.appendChild(el("b", {}, b.name));
+      [["owner", b.owner || "unassigned"], ["throughput", figuresOf(b)],
+       ["msg rate", b.figures === "none" ? "—" : `${Math.round(b.msgRate)} msg/s`], ["topics", b.topics],
+       ["last move", utc(b.moved)], ["in cool-down", b.cooling ? "yes" : "no"]]
+        .forEach(([k, v]) => tip.appendChild(el("div", {}, `${k} ${v}`)));
+      const host = chart.getBoundingClientRect();
+      tip.style.left = `${Math.min(event.clientX - host.left + 14, host.width - 260)}px`;
+      tip.style.top = `${event.clientY - host.top + 14}px`;
+      tip.hidden = false;
     }
 
     function treemapTrace(bundles) {
@@ -304,10 +378,19 @@ const Fulcrum = (() => {
         values.push(mine.reduce((s, b) => s + Math.max(b.throughput, 1), 0));
         colours.push(colourOf(i)); text.push(fmtBytes(mine.reduce((s, b) => s + b.throughput, 0)));
       });
-      owned.forEach((b) => {
-        ids.push(b.name); labels.push(`${b.namespace} ${hex(b.lower)}`); parents.push(b.owner);
-        values.push(Math.max(b.throughput, 1)); colours.push(colourOf(brokers.indexOf(b.owner)));
-        text.push(fmtBytes(b.throughput));
+      // Each broker's 60 busiest bundles, the rest as one tile: a treemap stays legible and fast.
+      brokers.forEach((name, i) => {
+        const mine = owned.filter((b) => b.owner === name).sort((a, b) => b.throughput - a.throughput);
+        mine.slice(0, 60).forEach((b) => {
+          ids.push(b.name); labels.push(`${b.namespace} ${hex(b.lower)}`); parents.push(name);
+          values.push(Math.max(b.throughput, 1)); colours.push(colourOf(i)); text.push(fmtBytes(b.throughput));
+        });
+        const rest = mine.slice(60);
+        if (rest.length) {
+          ids.push(`${name}/other`); labels.push(`${rest.length} other bundles`); parents.push(name);
+          values.push(rest.reduce((s, b) => s + Math.max(b.throughput, 1), 0)); colours.push(colourOf(i));
+          text.push(fmtBytes(rest.reduce((s, b) => s + b.throughput, 0)));
+        }
       });
       return [{type: "treemap", ids, labels, parents, values, text, branchvalues: "total",
         marker: {colors: colours}, textinfo: "label+text",
@@ -318,21 +401,39 @@ const Fulcrum = (() => {
       const bundles = flat();
       const treemap = viewSelect.value === "treemap";
       const rows = data.namespaces.length;
-      chart.style.height = treemap ? "640px" : `${Math.max(320, 60 + 26 * rows)}px`;
-      const ticks = [0, 0x40000000, 0x80000000, 0xc0000000, 0xffffffff];
-      const layout = treemap ? {margin: {t: 10, r: 10, b: 10, l: 10}} : {
-        barmode: "overlay", bargap: 0.25, margin: {t: 10, r: 10, b: 40, l: 160}, showlegend: false,
-        xaxis: {range: [0, 0xffffffff], tickvals: ticks, ticktext: ticks.map(hex), title: {text: "hash range"}, zeroline: false},
-        yaxis: {autorange: "reversed", type: "category", fixedrange: true,
-          categoryorder: "array", categoryarray: data.namespaces.map((ns) => ns.name)},
-      };
+      chart.style.height = treemap ? "640px" : `${chartHeight(rows)}px`;
+      const zoomed = !treemap && chart.layout && chart.layout.yaxis && chart.layout.yaxis.tickvals
+        && chart.layout.xaxis && chart.layout.xaxis.range;
+      const xrange = zoomed ? chart.layout.xaxis.range.slice() : [0, 0xffffffff];  // keep the zoom
+      const whole = xrange[0] <= 0 && xrange[1] >= 0xffffffff;
+      const ticks = whole ? [0, 0x40000000, 0x80000000, 0xc0000000, 0xffffffff]
+        : [0, 1, 2, 3, 4].map((i) => Math.round(xrange[0] + (i * (xrange[1] - xrange[0])) / 4));
       drawLegend(bundles);
-      Plotly.react(chart, treemap ? treemapTrace(bundles) : rangeTraces(bundles), layout,
-        {displayModeBar: false, responsive: true});
+      if (treemap) {
+        Plotly.react(chart, treemapTrace(bundles), {margin: {t: 10, r: 10, b: 10, l: 10}},
+          {displayModeBar: false, responsive: true});
+        chart.dataset.drawn = "0";
+      } else {
+        const image = rangeImage(xrange[0], xrange[1]);
+        const layout = {
+          margin: MARGIN, showlegend: false, hovermode: false, dragmode: "zoom",
+          xaxis: {range: xrange, tickvals: ticks, ticktext: ticks.map(hex), zeroline: false, showgrid: false,
+            title: {text: "hash range (drag to zoom, double-click to reset)"}},
+          yaxis: {range: [rows - 0.5, -0.5], tickvals: data.namespaces.map((_, i) => i),
+            ticktext: data.namespaces.map((ns) => ns.name), fixedrange: true, zeroline: false, showgrid: false},
+          images: [{source: image.source, xref: "x", yref: "y", x: xrange[0], y: -0.5, sizex: xrange[1] - xrange[0],
+            sizey: rows, sizing: "stretch", xanchor: "left", yanchor: "top", layer: "above"}],
+          shapes: selectedShape(),
+        };
+        // One invisible point per corner gives Plotly its axes; the bundles are the image.
+        Plotly.react(chart, [{type: "scatter", mode: "markers", x: [0, 0xffffffff], y: [0, Math.max(0, rows - 1)],
+          marker: {opacity: 0}, hoverinfo: "skip", showlegend: false}], layout, {displayModeBar: false, responsive: true});
+        chart.dataset.drawn = String(image.drawn);
+      }
       document.getElementById("map-stats").textContent =
         `${bundles.length} bundles in ${data.namespaces.length} namespaces on ${data.brokers.length} brokers; as of ${utc(data.at)}.`;
       chart.dataset.bundles = String(bundles.length);
-      if (selected) showPanel(bundles.find((b) => b.name === selected) || null);
+      if (selected) showPanel(named(selected));
     }
 
     // Every broker with its colour, state and bundle count (brokers without bundles too).
@@ -360,16 +461,16 @@ const Fulcrum = (() => {
 
     const panel = document.getElementById("panel");
     function showPanel(bundle) {
+      const body = document.getElementById("panel-body");
       if (!bundle) {
-        const wasShown = !panel.hidden;
-        panel.hidden = true; selected = null;
-        if (wasShown) Plotly.Plots.resize(chart);
+        body.hidden = true; document.getElementById("panel-empty").hidden = false;
+        panel.classList.remove("open"); selected = null;
         return;
       }
       const changed = selected !== bundle.name;
-      const wasHidden = panel.hidden;
       selected = bundle.name;
-      panel.hidden = false;
+      body.hidden = false; document.getElementById("panel-empty").hidden = true;
+      panel.classList.add("open");
       panel.dataset.bundle = bundle.name;
       panel.dataset.owner = bundle.owner || "";
       document.getElementById("panel-title").textContent = bundle.name;
@@ -383,18 +484,30 @@ const Fulcrum = (() => {
       const moved = panel.dataset.shownOwner !== (bundle.owner || "");
       panel.dataset.shownOwner = bundle.owner || "";
       if (isOperator && (changed || moved)) { hidePlan(); loadDestinations(); }
-      if (wasHidden) Plotly.Plots.resize(chart);
     }
 
     function wireClicks() {
+      chart.removeAllListeners && chart.removeAllListeners("plotly_relayout");
+      chart.on("plotly_relayout", (ev) => {  // a zoom: the image again, for the visible range
+        if (ev["xaxis.autorange"]) chart.layout.xaxis.range = [0, 0xffffffff];
+        else if (!("xaxis.range[0]" in ev) && !("xaxis.range" in ev)) return;
+        const [x0, x1] = chart.layout.xaxis.range;
+        chart.layout.xaxis.range = [Math.max(0, x0), Math.min(0xffffffff, x1)];
+        draw();
+      });
       chart.removeAllListeners && chart.removeAllListeners("plotly_click");
-      chart.on("plotly_click", (ev) => {
+      chart.on("plotly_click", (ev) => {  // the treemap's tiles
         const point = ev.points[0];
-        const name = point.customdata ? point.customdata[0] : point.id;
-        const bundle = flat().find((b) => b.name === name);
+        const bundle = point && named(point.id);
         if (bundle) showPanel(bundle);
       });
     }
+    chart.addEventListener("mousemove", showTip);
+    chart.addEventListener("mouseleave", () => { tip.hidden = true; });
+    chart.addEventListener("click", (event) => {
+      const bundle = bundleAt(event);
+      if (bundle) { showPanel(bundle); Plotly.relayout(chart, {shapes: selectedShape()}); }
+    });
     document.getElementById("panel-close").addEventListener("click", () => showPanel(null));
     viewSelect.addEventListener("change", () => { draw(); wireClicks(); });
 
@@ -500,6 +613,8 @@ const Fulcrum = (() => {
           result.textContent = answer.boundaries
             ? `Split ${answer.bundle} at ${answer.boundaries.join(", ")} into ${answer.children.length} bundles; they are placed by the next lookup or tick.`
             : `Unloaded ${answer.bundle} from ${answer.source}; now on ${answer.destination || "nobody (placed by the next lookup)"}${answer.forced ? " (override)" : ""}. ${answer.explanation}`;
+          document.getElementById("unload-reason").value = "";
+          document.getElementById("split-reason").value = "";
           refreshNow();
         } catch (err) {
           result.className = "result error";

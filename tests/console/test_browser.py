@@ -13,18 +13,8 @@ from django.contrib.auth.models import Group, User
 from console.access import OPERATORS_GROUP
 from console.models import Broker, Bundle
 from console.services.seed import cluster_seed
+from tests.browser import CHROMIUM, LAUNCH_ARGS
 from tests.conftest import SMALL, report
-
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 
 
 @pytest.mark.browser

@@ -16,47 +16,10 @@ from django.contrib.auth.models import Group, User
 from console.access import OPERATORS_GROUP
 from console.models import AuditEvent, Broker, Bundle, Namespace
 from console.services.seed import cluster_seed
+from tests.browser import CHROMIUM, DRAWN_AS, LAUNCH_ARGS, WHERE
 from tests.conftest import MIB, SMALL, report
-from tests.console.test_browser import CHROMIUM, LAUNCH_ARGS
 
 SHOTS = settings.VAR_DIR / "screenshots"
-
-# The trace (by its position among the bar traces) and point of a bundle on the map.
-FIND_BAR = """(name) => {
-  const traces = document.querySelectorAll('#bundle-map g.trace.bars');
-  for (let t = 0; t < traces.length; t++) {
-    const trace = traces[t].__data__[0].trace;
-    const i = (trace.customdata || []).findIndex((c) => c[0] === name);
-    if (i >= 0) return [t, i, trace.name];
-  }
-  return null;
-}"""
-FILL_OF = """(name) => {
-  // The bar's colour as rgb(): a hatched bar is filled with a pattern over that colour.
-  const rgb = (colour) => {
-    const probe = document.createElement('div');
-    probe.style.color = colour;
-    document.body.appendChild(probe);
-    const out = getComputedStyle(probe).color
-      .replace(/rgba\\((\\d+), (\\d+), (\\d+).*\\)/, 'rgb($1, $2, $3)');
-    probe.remove();
-    return out;
-  };
-  const traces = document.querySelectorAll('#bundle-map g.trace.bars');
-  for (const el of traces) {
-    const trace = el.__data__[0].trace;
-    const i = (trace.customdata || []).findIndex((c) => c[0] === name);
-    if (i < 0) continue;
-    const fill = el.querySelectorAll('g.point path')[i].style.fill;
-    const pattern = /url\\("?#([^")]+)"?\\)/.exec(fill);
-    if (!pattern) return rgb(fill);
-    const background = document.getElementById(pattern[1]).querySelector('rect');
-    return rgb(background.style.fill || background.getAttribute('fill'));
-  }
-  return null;
-}"""
-SWATCH_OF = """(broker) => getComputedStyle(
-  document.querySelector(`#map-legend [data-broker="${broker}"] i`)).backgroundColor"""
 
 
 @pytest.mark.browser
@@ -111,11 +74,13 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
         return page
 
     def click_bundle(self, page, name):
-        trace, point, _ = page.evaluate(FIND_BAR, name)
-        bar = page.locator("#bundle-map g.trace.bars").nth(trace).locator("g.point").nth(point)
-        bar.locator("path").click(force=True)
+        """A real click where the bundle is drawn; its panel opens."""
         from playwright.sync_api import expect
 
+        where = page.evaluate(WHERE, name)
+        page.mouse.move(where["x"], where["y"])
+        expect(page.locator("#map-tip")).to_contain_text(name)  # the tooltip names it
+        page.mouse.click(where["x"], where["y"])
         expect(page.locator("#panel-title")).to_have_text(name)
 
     def test_operator_unloads_and_splits_on_the_map_and_drains_on_the_domain_layout(self):
@@ -130,7 +95,7 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
                 tab.goto(f"{self.live_server_url}/bundles/")
                 tab.wait_for_selector("body[data-live='1']", timeout=10_000)
             # One segment per bundle, with its load.
-            expect(page.locator("#bundle-map g.trace.bars g.point path")).to_have_count(bundles)
+            expect(page.locator("#bundle-map")).to_have_attribute("data-drawn", str(bundles))
             assert page.locator("#bundle-map").get_attribute("data-bundles") == str(bundles)
             page.screenshot(path=str(SHOTS / "bundle-map.png"), full_page=True)
 
@@ -147,7 +112,7 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             refused = page.locator("#unload-destination option[disabled]").all_text_contents()
             assert any("the bundle's owner" in text for text in refused)
             destination = eligible[0]
-            before = watcher.evaluate(FILL_OF, name)
+            assert watcher.evaluate(DRAWN_AS, [name, "broker-1"])
             page.select_option("#unload-destination", destination)
             page.fill("#unload-reason", "make room on broker-1")
             page.click("#unload-preview")
@@ -160,14 +125,11 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             page.click("#plan-confirm")
             expect(page.locator("#result")).to_contain_text(f"now on {destination}")
             expect(page.locator("#panel-facts")).to_contain_text(destination)
-            watcher.wait_for_function(
-                "([name, d]) => { const f = (" + FIND_BAR + ")(name); return f && f[2] === d; }",
-                arg=[name, destination],
-                timeout=10_000,
-            )
-            after = watcher.evaluate(FILL_OF, name)
-            assert after != before
-            assert after == watcher.evaluate(SWATCH_OF, destination)
+            watcher.wait_for_function(DRAWN_AS, arg=[name, destination], timeout=10_000)
+            assert not watcher.evaluate(DRAWN_AS, [name, "broker-1"])
+            where = watcher.evaluate(WHERE, name)
+            watcher.mouse.move(where["x"], where["y"])
+            expect(watcher.locator("#map-tip")).to_contain_text(f"owner {destination}")
             event = AuditEvent.objects.filter(target=name, action="unload").get()
             assert event.actor.username == "alice"
             assert event.reason.startswith("Operator's reason: make room on broker-1.")
@@ -194,24 +156,20 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             page.screenshot(path=str(SHOTS / "bundle-map-split-preview.png"), full_page=True)
             page.click("#plan-confirm")
             expect(page.locator("#result")).to_contain_text("into 2 bundles")
-            expect(watcher.locator("#bundle-map g.trace.bars g.point path")).to_have_count(
-                bundles + 1, timeout=10_000
+            expect(watcher.locator("#bundle-map")).to_have_attribute(
+                "data-drawn", str(bundles + 1), timeout=10_000
             )
             lower, upper = other.lower, other.upper
             middle = lower + (upper - lower) // 2
             for a, b in ((lower, middle), (middle, upper)):
                 child = f"{other.namespace.name}/0x{a:08x}_0x{b:08x}"
-                found = watcher.evaluate(FIND_BAR, child)
-                assert found is not None
-                assert found[2] == "unassigned"
-                hover = watcher.evaluate(
-                    "(name) => { for (const t of document.getElementById('bundle-map').data) {"
-                    " const c = (t.customdata || []).find((c) => c[0] === name);"
-                    " if (c) return c[2]; } }",
-                    child,
-                )
-                assert "estimated" in hover
-                assert "MiB/s" in hover
+                found = watcher.evaluate(WHERE, child)
+                watcher.mouse.move(found["x"], found["y"])
+                tip = watcher.locator("#map-tip")
+                expect(tip).to_contain_text(child)
+                expect(tip).to_contain_text("owner unassigned")
+                expect(tip).to_contain_text("estimated: its share of the bundle it was cut from")
+                expect(tip).to_contain_text("MiB/s")
             watcher.screenshot(path=str(SHOTS / "bundle-map-after-split.png"), full_page=True)
             watcher.select_option("#map-view", "treemap")
             watcher.wait_for_selector("#bundle-map g.trace.treemap")

@@ -1,0 +1,52 @@
+"""What the browser tests and benchmarks share: Debian's Chromium, its flags, and page scripts.
+No Django here (benchmarks import it before settings exist)."""
+
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+# Where a bundle is drawn on the bundle map: its centre in page pixels and its colour on the map's
+# raster ([r, g, b]: the commonest coloured pixel around the centre, hatching aside).
+WHERE = """(name) => {
+  const gd = document.getElementById('bundle-map');
+  const map = gd.fulcrumMap;
+  const cut = name.lastIndexOf('/');
+  const namespace = name.slice(0, cut);
+  const [lower, upper] = name.slice(cut + 1).split('_').map((h) => parseInt(h, 16));
+  const row = map ? Array.from(gd.layout.yaxis.ticktext).indexOf(namespace) : -1;
+  if (row < 0) return null;
+  const mid = (Math.max(lower, map.x0) + Math.min(upper, map.x1)) / 2;
+  const [x0, x1] = gd.layout.xaxis.range, [y0, y1] = gd.layout.yaxis.range;
+  const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
+  const px = Math.round((mid - map.x0) * map.scale), py = Math.round((row + 0.5) * map.rowPx);
+  const pixels = map.canvas.getContext('2d').getImageData(px - 3, py - 3, 7, 7).data;
+  const counts = new Map();
+  for (let i = 0; i < pixels.length; i += 4) {
+    if (pixels[i + 3] === 0) continue;
+    const key = [pixels[i], pixels[i + 1], pixels[i + 2]].join(',');
+    counts.set(key, (counts.get(key) || 0) + 1);
+  }
+  const common = [...counts.entries()].sort((a, b) => b[1] - a[1])[0];
+  return {
+    x: box.left + (mid - x0) / (x1 - x0) * box.width,
+    y: box.top + (row - y1) / (y0 - y1) * box.height,
+    fill: common ? common[0].split(',').map(Number) : null,
+  };
+}"""
+
+# Whether the bundle is drawn in a broker's colour (its legend swatch), within the rounding of
+# the raster's alpha.
+DRAWN_AS = """([name, broker]) => {
+  const where = (WHERE)(name);
+  const swatch = document.querySelector(`#map-legend [data-broker="${broker}"] i`);
+  if (!where || !where.fill || !swatch) return false;
+  const want = getComputedStyle(swatch).backgroundColor.match(/\\d+/g).map(Number);
+  return want.slice(0, 3).every((v, i) => Math.abs(v - where.fill[i]) <= 8);
+}""".replace("(WHERE)", "(" + WHERE + ")")
