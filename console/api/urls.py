@@ -18,7 +18,7 @@ urlpatterns = [
     path("ownership/", viewsets.ownership, name="ownership"),
     path("rankings/", viewsets.rankings, name="rankings"),
     path("strategies/", viewsets.strategies, name="strategies"),
-    path("bundle-map/", viewsets.bundle_map, name="bundle-map"),
-    path("domains/", viewsets.domains, name="domains"),
+    path("bundle-map/", viewsets.bundle_map, name="api-bundle-map"),
+    path("domains/", viewsets.domains, name="api-domains"),
     path("", include(router.urls)),
 ]

@@ -102,47 +102,8 @@ const Fulcrum = (() => {
     connect();
   }
 
+  // A namespace's bundle table: owners change live (its actions are on the bundle map).
   function bundles() {
-    const result = document.getElementById("result");
-    document.querySelectorAll("button.unload").forEach((button) => {
-      button.addEventListener("click", async () => {
-        const name = button.dataset.name;
-        const owner = button.closest("tr").querySelector(".owner").textContent.trim();
-        if (!confirm(`Unload bundle ${name} from ${owner}?\nIts topics disconnect and reconnect to the broker placement chooses.`)) return;
-        button.disabled = true;
-        result.className = "result";
-        result.textContent = `Unloading ${name}…`;
-        try {
-          const body = await post(`/api/bundles/${button.dataset.id}/unload/`,
-            owner === "unassigned" ? {} : {expected_owner: owner});
-          result.textContent = `Unloaded ${body.bundle} from ${body.source}; now on ${body.destination || "nobody"}. ${body.explanation}`;
-        } catch (err) {
-          result.className = "result error";
-          result.textContent = `Unload refused: ${err.message}`;
-        } finally {
-          button.disabled = false;
-        }
-      });
-    });
-    document.querySelectorAll("button.split").forEach((button) => {
-      button.addEventListener("click", async () => {
-        const name = button.dataset.name;
-        const owner = button.closest("tr").querySelector(".owner").textContent.trim();
-        if (!confirm(`Split bundle ${name} with the configured split algorithm?\nBoth halves are unloaded and placed again.`)) return;
-        button.disabled = true;
-        try {
-          const body = await post(`/api/bundles/${button.dataset.id}/split/`,
-            owner === "unassigned" ? {} : {expected_owner: owner});
-          result.className = "result";
-          result.textContent = `Split ${body.bundle} at ${body.boundaries.join(", ")}; reloading…`;
-          setTimeout(() => location.reload(), 800);
-        } catch (err) {
-          result.className = "result error";
-          result.textContent = `Split refused: ${err.message}`;
-          button.disabled = false;
-        }
-      });
-    });
     on("balancer.bundle_moved", (p) => {
       const row = document.querySelector(`tr[data-bundle="${CSS.escape(p.target)}"]`);
       if (!row) return;
@@ -624,6 +585,8 @@ const Fulcrum = (() => {
     }
 
     const refreshNow = liveRefresh("/api/bundle-map/", (fresh) => { data = fresh; draw(); }, 5000);
+    const asked = new URLSearchParams(location.search).get("bundle");
+    if (asked && named(asked)) showPanel(named(asked));
     draw();
     wireClicks();
     connect();

@@ -1,5 +1,5 @@
 """End to end in Debian's Chromium (Playwright): log in, watch rankings update live, unload a
-bundle, find it in the audit page."""
+bundle from its namespace's table through the bundle map, find it in the audit page."""
 
 import os
 import shutil
@@ -63,7 +63,7 @@ class TestConsoleInBrowser(ChannelsLiveServerTestCase):
         os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-            page = browser.new_page()
+            page = browser.new_context().new_page()
             page.goto(f"{self.live_server_url}/")
             page.fill("#id_username", "alice")
             page.fill("#id_password", "s3cret-pass")
@@ -79,14 +79,20 @@ class TestConsoleInBrowser(ChannelsLiveServerTestCase):
                 "data-broker", "broker-2"
             )
 
-            # Unload with confirmation; the owner cell changes live.
+            # The namespace's table links each bundle to its panel on the bundle map; an unload
+            # previewed and confirmed there changes the table's owner cell live.
             page.goto(f"{self.live_server_url}/namespaces/acme/orders/bundles/")
             page.wait_for_selector("body[data-live='1']", timeout=10_000)
-            page.on("dialog", lambda dialog: dialog.accept())
-            button = page.locator("button.unload").first
-            name = button.get_attribute("data-name")
-            button.click()
-            expect(page.locator("#result")).to_contain_text("Unloaded", timeout=10_000)
+            link = page.locator("a.on-map").first
+            name = link.evaluate("(a) => a.closest('tr').dataset.bundle")
+            on_map = page.context.new_page()
+            on_map.goto(self.live_server_url + link.get_attribute("href"))
+            expect(on_map.locator("#panel-title")).to_have_text(name)
+            expect(on_map.locator("#unload-destination option")).not_to_have_count(1)
+            on_map.click("#unload-preview")
+            expect(on_map.locator("#plan-actions li.planned")).to_contain_text(f"move {name}")
+            on_map.click("#plan-confirm")
+            expect(on_map.locator("#result")).to_contain_text("Unloaded", timeout=10_000)
             expect(page.locator(f"tr[data-bundle='{name}']")).to_have_class("changed")
 
             page.goto(f"{self.live_server_url}/audit/")

@@ -91,8 +91,9 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
             page = self.login(browser, "alice", "s3cret-pass")
             watcher = self.login(browser, "alice", "s3cret-pass")
-            for tab in (page, watcher):
-                tab.goto(f"{self.live_server_url}/bundles/")
+            for tab in (page, watcher):  # through the header's link, as an operator would
+                tab.click("header nav a:text('Bundle map')")
+                tab.wait_for_url(f"{self.live_server_url}/bundles/")
                 tab.wait_for_selector("body[data-live='1']", timeout=10_000)
             # One segment per bundle, with its load.
             expect(page.locator("#bundle-map")).to_have_attribute("data-drawn", str(bundles))
@@ -180,7 +181,8 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             Bundle.objects.filter(owner__name="broker-3").update(
                 owner=Broker.objects.get(name="broker-1")
             )
-            page.goto(f"{self.live_server_url}/domains/")
+            page.click("header nav a:text('Failure domains')")
+            page.wait_for_url(f"{self.live_server_url}/domains/")
             expect(page.locator("section.domain")).to_have_count(2)
             expect(page.locator("section.domain[data-domain='zone-a'] .broker-card")).to_have_count(
                 2
