@@ -45,7 +45,12 @@ const Fulcrum = (() => {
       body: JSON.stringify(data || {}),
     });
     const body = await response.json().catch(() => ({}));
-    if (!response.ok) throw new Error((body.error && body.error.message) || body.detail || response.statusText);
+    if (!response.ok) {
+      // Ours: {"error": {"message", "field"}}; DRF's field errors: {"field": ["message"]}.
+      const fields = Object.entries(body).filter(([, v]) => Array.isArray(v))
+        .map(([k, v]) => `${k}: ${v.join(" ")}`).join("; ");
+      throw new Error((body.error && body.error.message) || body.detail || fields || response.statusText);
+    }
     return body;
   }
 

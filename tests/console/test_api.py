@@ -138,3 +138,106 @@ def test_the_registry_is_served_for_the_config_editor(operator_client):
         "maximum": 100.0,
         "source": "PULSAR.md §12",
     }
+
+
+def _state():
+    """Everything an operator action could write."""
+    return (
+        sorted(Bundle.objects.values_list("namespace_id", "lower", "owner_id")),
+        sorted(Broker.objects.values_list("name", "state")),
+        AuditEvent.objects.count(),
+    )
+
+
+def test_previews_plan_and_write_nothing(owned, operator_client):
+    owner = Bundle.objects.select_related("owner").get(pk=owned.pk).owner.name
+    before = _state()
+    unload = operator_client.post(
+        "/api/bundles/by-name/unload/", {"bundle": owned.name, "preview": True}, format="json"
+    ).json()
+    assert unload["preview"] is True
+    assert unload["owner"] == owner
+    assert [a["kind"] for a in unload["plan"]["actions"]] == ["unload", "place"]
+    choices = {d["broker"]: d for d in unload["destinations"]}
+    assert choices[owner] == {"broker": owner, "eligible": False, "why": "the bundle's owner"}
+    assert any(d["eligible"] for d in unload["destinations"])
+    split = operator_client.post(
+        f"/api/bundles/{owned.pk}/split/", {"preview": True, "reason": "hot"}, format="json"
+    ).json()
+    assert [c["fraction"] for c in split["children"]] == [0.5, 0.5]
+    assert split["algorithm"] == "range_equally_divide"
+    drain = operator_client.post(
+        f"/api/brokers/{owner}/drain/", {"preview": True}, format="json"
+    ).json()
+    moves = [a for a in drain["plan"]["actions"] if a["kind"] == "unload"]
+    assert len(moves) == Bundle.objects.filter(owner__name=owner).count()
+    assert drain["vetoed"] is False
+    assert _state() == before
+
+
+def test_a_preview_says_whether_an_override_would_pass_its_veto(owned, operator_client):
+    first = operator_client.post(
+        "/api/bundles/by-name/unload/", {"bundle": owned.name}, format="json"
+    )
+    assert first.status_code == 200, first.content
+    again = operator_client.post(
+        "/api/bundles/by-name/unload/", {"bundle": owned.name, "preview": True}, format="json"
+    ).json()
+    assert again["vetoed"] is True
+    assert again["overridable"] is True  # a cool-down: force passes it
+    assert again["plan"]["actions"][0]["veto"] == "CoolDown"
+    split = operator_client.post(
+        f"/api/bundles/{owned.pk}/split/",
+        {"preview": True, "algorithm": "flow_or_qps_equally_divide"},
+        format="json",
+    ).json()
+    assert split["vetoed"] is True
+    assert split["overridable"] is False  # no per-topic data: nothing overrides that
+
+
+def test_the_operators_reason_is_audited_first(owned, operator_client):
+    response = operator_client.post(
+        "/api/bundles/by-name/unload/",
+        {"bundle": owned.name, "reason": "broker-1 maintenance"},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    event = AuditEvent.objects.get(action="unload")
+    assert event.reason.startswith("Operator's reason: broker-1 maintenance. operator unload of")
+
+
+def test_by_name_actions_refuse_a_missing_name_and_viewers(owned, operator_client, viewer):
+    missing = operator_client.post("/api/bundles/by-name/unload/", {}, format="json")
+    assert missing.status_code == 400
+    assert "bundle" in missing.json()
+    unknown = operator_client.post(
+        "/api/bundles/by-name/split/", {"bundle": "acme/orders/0x0_0x1"}, format="json"
+    )
+    assert unknown.status_code in (400, 404)
+    client = APIClient()
+    client.force_authenticate(viewer)
+    assert (
+        client.post(
+            "/api/bundles/by-name/unload/", {"bundle": owned.name, "preview": True}, format="json"
+        ).status_code
+        == 403
+    )
+    long = operator_client.post(
+        "/api/bundles/by-name/unload/", {"bundle": owned.name, "reason": "x" * 501}, format="json"
+    )
+    assert long.status_code == 400
+    assert AuditEvent.objects.count() == 0
+
+
+def test_bundle_map_and_domains_are_served_to_every_user(owned, viewer):
+    client = APIClient()
+    client.force_authenticate(viewer)
+    bundle_map = client.get("/api/bundle-map/").json()
+    rows = [b for ns in bundle_map["namespaces"] for b in ns["bundles"]]
+    assert len(rows) == Bundle.objects.count()
+    assert {r[8] for r in rows} == {"none"}  # the reports of ``owned`` carry no bundle stats
+    assert [b["name"] for b in bundle_map["brokers"]] == ["broker-1", "broker-2", "broker-3"]
+    domains = client.get("/api/domains/").json()
+    assert [d["name"] for d in domains["domains"]] == ["zone-a", "zone-b"]
+    assert domains["groups"] == []
+    assert APIClient().get("/api/bundle-map/").status_code == 401

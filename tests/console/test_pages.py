@@ -45,14 +45,25 @@ def test_dashboard_query_count_does_not_grow_with_brokers(logged_in, cluster):
     assert len(many) == len(few)
 
 
-def test_bundles_page_has_unload_buttons_for_operators_only(logged_in, cluster, client, viewer):
-    bundle = Bundle.objects.first()
+def test_bundles_page_links_each_bundle_to_its_panel_on_the_map(logged_in, cluster, client, viewer):
+    bundle = Bundle.objects.select_related("namespace").order_by("lower").first()
     bundle.owner = Broker.objects.first()
     bundle.save()
     body = logged_in.get("/namespaces/acme/orders/bundles/").content.decode()
-    assert body.count('class="unload"') == 4
+    assert body.count("Unload or split on the map") == 4
+    assert f'href="/bundles/?bundle={bundle.name}"' in body
     client.force_login(viewer)
-    assert 'class="unload"' not in client.get("/namespaces/acme/orders/bundles/").content.decode()
+    as_viewer = client.get("/namespaces/acme/orders/bundles/").content.decode()
+    assert "Unload or split" not in as_viewer
+    assert as_viewer.count("On the map") == 4
+
+
+def test_cluster_pages_render_for_viewers_with_a_read_only_banner(cluster, client, viewer):
+    client.force_login(viewer)
+    for path in ("/bundles/", "/domains/"):
+        body = client.get(path).content.decode()
+        assert "Read-only: your role is viewer" in body
+        assert 'id="unload-form"' not in body
 
 
 def test_no_favicon_is_a_204_not_a_404(client):
