@@ -31,3 +31,20 @@ def may_act(user: Any) -> tuple[bool, str]:
     if not is_operator(user):
         return False, "this action needs an operator"
     return True, ""
+
+
+def role_of(user: Any) -> str:
+    """The role the console shows and enforces: ``admin`` (superuser: also the Django admin),
+    ``operator`` (the operators group: acts on the cluster), else ``viewer`` (reads)."""
+    if getattr(user, "is_superuser", False):
+        return "admin"
+    return "operator" if is_operator(user) else "viewer"
+
+
+def role(request: Any) -> dict[str, Any]:
+    """Template context: the user's ``role``, and ``read_only`` when they may not act."""
+    user = getattr(request, "user", None)
+    if user is None or not getattr(user, "is_authenticated", False):
+        return {}
+    allowed, why = may_act(user)
+    return {"role": role_of(user), "read_only": "" if allowed else why}

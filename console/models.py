@@ -250,6 +250,18 @@ class Decision(models.Model):
     class Meta:
         ordering = ["-at", "-id"]
 
+    @property
+    def is_quiet(self) -> bool:
+        """A cycle that moved nothing, vetoed nothing and failed nothing (the plan's summary,
+        made by the core, is then "no action", perhaps with the shedder's skips)."""
+        return is_quiet(self.reason, self.summary)
+
+
+def is_quiet(reason: str, summary: str) -> bool:
+    """``Decision.is_quiet`` from a decision's reason and summary."""
+    head = summary.split(";", 1)[0]
+    return head == "no action" and "vetoed" not in summary and reason != "BadConfig"
+
 
 class AuditEvent(models.Model):
     """Every automatic and manual action: when, who, what, why, and the load before and after."""

@@ -41,7 +41,9 @@ from console.models import (
     BundleLive,
     Cluster,
     ClusterSample,
+    Decision,
     Namespace,
+    is_quiet,
 )
 from console.services.errors import ConsoleError
 
@@ -406,6 +408,68 @@ def broker_owned_bundles(broker: str) -> list[tuple[int, str, int, int]] | None:
     if not rows and not Broker.objects.filter(name=broker).exists():
         return None
     return rows
+
+
+def decision_feed(*, limit: int = 10, scan: int = 1000) -> list[dict[str, Any]]:
+    """The dashboard's latest decisions, newest first: each that acted (or vetoed, or failed)
+    as ``{"type": "decision", "id", "at", "kind", "strategy", "reason", "summary"}``, and each
+    run of quiet cycles between them as one ``{"type": "quiet", "count", "first", "last",
+    "reason"}`` (times ISO 8601, UTC), so that no-op ticks never push actions out. At most
+    ``limit`` items from the newest ``scan`` decisions."""
+    feed: list[dict[str, Any]] = []
+    rows = Decision.objects.values_list("id", "at", "kind", "strategy", "reason", "summary")
+    for pk, at, kind, strategy, reason, summary in rows[:scan]:
+        when = at.astimezone(UTC).isoformat()
+        if is_quiet(reason, summary):
+            if feed and feed[-1]["type"] == "quiet":
+                feed[-1]["count"] += 1
+                feed[-1]["first"] = when
+                continue
+            if len(feed) == limit:
+                break
+            feed.append(
+                {"type": "quiet", "count": 1, "first": when, "last": when, "reason": reason}
+            )
+            continue
+        if len(feed) == limit:
+            break
+        feed.append(
+            {
+                "type": "decision",
+                "id": pk,
+                "at": when,
+                "kind": kind,
+                "strategy": strategy,
+                "reason": reason,
+                "summary": summary,
+            }
+        )
+    return feed
+
+
+def loop_health(*, now: datetime | None = None) -> dict[str, Any]:
+    """The shedding loop as an operator checks it: ``{"lastTick", "nextTick"}`` (ISO, UTC, or
+    None before the first tick), ``intervalS`` (s), ``sheddingEnabled`` (False: paused — the
+    life cycle and placement still run), ``overdue`` (no tick for 3 intervals: is a Celery
+    worker and beat running?), ``strategies`` {shedder, placement, split}."""
+    now = now or datetime.now(UTC)
+    config = balancer_config_get()
+    last = ClusterSample.objects.order_by("-at").values_list("at", flat=True).first()
+    interval = max(config.loop_interval_s, 1.0)
+    return {
+        "lastTick": last.astimezone(UTC).isoformat() if last else None,
+        "nextTick": (last + timedelta(seconds=interval)).astimezone(UTC).isoformat()
+        if last
+        else None,
+        "intervalS": interval,
+        "sheddingEnabled": config.is_shedding_enabled,
+        "overdue": last is None or (now - last).total_seconds() > 3 * interval,
+        "strategies": {
+            "shedder": config.shedder,
+            "placement": config.placement,
+            "split": config.split_algorithm,
+        },
+    }
 
 
 def cv_series(*, limit: int = 360) -> dict[str, list[Any]]:

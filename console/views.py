@@ -12,8 +12,8 @@ from plotly.offline import get_plotlyjs
 
 from balancer.registry import ENTRIES
 from console import selectors
-from console.access import is_operator
-from console.models import AuditEvent, Decision, Namespace, ReportRun
+from console.access import is_operator, may_act
+from console.models import AuditEvent, Namespace, ReportRun
 
 
 @require_GET
@@ -32,7 +32,8 @@ def favicon(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
-    """Broker rankings, current CV and the CV over time; live over the websocket."""
+    """Broker rankings, current CV and the CV over time, the shedding loop's health (Pause and
+    Resume for operators) and the latest acting decisions; live over the websocket."""
     rows = selectors.broker_rankings()
     return render(
         request,
@@ -41,7 +42,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "rankings": rows,
             "imbalance": selectors.current_imbalance(rows),
             "cv_series": selectors.cv_series(),
-            "decisions": Decision.objects.filter(kind=Decision.Kind.SHED)[:10],
+            "feed": selectors.decision_feed(),
+            "health": selectors.loop_health(),
+            "is_operator": may_act(request.user)[0],
         },
     )
 

@@ -19,6 +19,10 @@ urlpatterns = [
     path("rankings/", viewsets.rankings, name="rankings"),
     path("strategies/", viewsets.strategies, name="strategies"),
     path("bundle-map/", viewsets.bundle_map, name="api-bundle-map"),
+    path("loop/", viewsets.loop, name="api-loop"),
+    path("loop/pause/", viewsets.loop_pause, name="api-loop-pause"),
+    path("loop/resume/", viewsets.loop_resume, name="api-loop-resume"),
+    path("decision-feed/", viewsets.decision_feed, name="api-decision-feed"),
     path("domains/", viewsets.domains, name="api-domains"),
     path("", include(router.urls)),
 ]

@@ -37,6 +37,7 @@ from console.services import (
     bundle_split,
     bundle_unload,
     load_report_ingest,
+    shedding_pause_set,
 )
 from console.services.ingest import LoadReportInput, report_size_check
 from console.services.reports import report_run_request
@@ -102,6 +103,40 @@ def rankings(request: Request) -> Response:
     """Broker rankings, least loaded first, and the current coefficient of variation."""
     rows = selectors.broker_rankings()
     return Response({"rankings": rows, **selectors.current_imbalance(rows)})
+
+
+@extend_schema(responses=dict)
+@api_view(["GET"])
+@permission_classes([IsUser])
+def loop(request: Request) -> Response:
+    """The shedding loop's health: last and next tick, paused or not, overdue, strategies."""
+    return Response(selectors.loop_health())
+
+
+@extend_schema(request=None, responses=dict)
+@api_view(["POST"])
+@permission_classes([IsOperator])
+def loop_pause(request: Request) -> Response:
+    """Pause shedding (the loop still ticks: lost brokers, drains, placements). Audited."""
+    shedding_pause_set(True, actor=acting_user(request))
+    return Response(selectors.loop_health())
+
+
+@extend_schema(request=None, responses=dict)
+@api_view(["POST"])
+@permission_classes([IsOperator])
+def loop_resume(request: Request) -> Response:
+    """Resume shedding. Audited."""
+    shedding_pause_set(False, actor=acting_user(request))
+    return Response(selectors.loop_health())
+
+
+@extend_schema(responses=dict)
+@api_view(["GET"])
+@permission_classes([IsUser])
+def decision_feed(request: Request) -> Response:
+    """The latest acting decisions, quiet cycles between them collapsed into counts."""
+    return Response({"feed": selectors.decision_feed()})
 
 
 @extend_schema(responses=dict)

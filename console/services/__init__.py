@@ -2,6 +2,7 @@
 
 from console.services.brokers import broker_state_preview, broker_state_set
 from console.services.bundles import bundle_lookup, bundle_split, bundle_unload
+from console.services.config import shedding_pause_set
 from console.services.errors import ConsoleError
 from console.services.ingest import load_report_ingest
 from console.services.shedding import shedding_tick_run
@@ -14,5 +15,6 @@ __all__ = [
     "bundle_split",
     "bundle_unload",
     "load_report_ingest",
+    "shedding_pause_set",
     "shedding_tick_run",
 ]

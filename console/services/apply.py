@@ -185,9 +185,11 @@ def plan_apply(
             {
                 "id": decision.pk,
                 "at": now.isoformat(),
+                "kind": decision.kind,
                 "strategy": decision.strategy,
                 "reason": decision.reason,
                 "summary": decision.summary,
+                "quiet": decision.is_quiet,
             },
         )
     return decision

@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from console import selectors
 from console.models import AuditEvent, BalancerConfig
 
 # The fields an operator may change, in the order the audit names them.
@@ -46,3 +47,10 @@ def balancer_config_update(
             reason="; ".join(f"{name}: {old!r} → {new!r}" for name, (old, new) in changed.items()),
         )
     return config
+
+
+def shedding_pause_set(paused: bool, *, actor: User | None) -> BalancerConfig:
+    """Pause (or resume) shedding: the loop keeps ticking — lost brokers, drains, placements —
+    but unloads nothing for load until resumed. Audited as a config change."""
+    config = selectors.balancer_config_get()
+    return balancer_config_update(config, {"is_shedding_enabled": not paused}, actor=actor)

@@ -83,27 +83,90 @@ const Fulcrum = (() => {
     });
   }
 
-  function dashboard(series) {
+  // The decision list: acting decisions, and runs of quiet cycles as one line with a count.
+  function renderFeed(list, feed) {
+    list.innerHTML = "";
+    if (!feed.length) list.appendChild(el("li", {class: "muted"}, "none yet"));
+    feed.forEach((item) => {
+      if (item.type === "quiet") {
+        const span = item.count > 1 ? `${utc(item.first).slice(11, 19)}–${utc(item.last).slice(11, 19)}` : utc(item.last).slice(11, 19);
+        list.appendChild(el("li", {class: "quiet", "data-quiet": item.count},
+          `${item.count} quiet cycle${item.count > 1 ? "s" : ""} (${item.reason}), ${span}`));
+        return;
+      }
+      const li = el("li", {"data-decision": item.id});
+      li.appendChild(el("time", {}, utc(item.at).slice(11, 19)));
+      li.appendChild(document.createTextNode(" "));
+      li.appendChild(el("b", {}, item.kind === "operator" ? "operator" : item.strategy));
+      li.appendChild(document.createTextNode(` ${item.reason} — ${item.summary}`));
+      list.appendChild(li);
+    });
+  }
+
+  function dashboard(series, feed, health) {
     const chart = document.getElementById("cv-chart");
     Plotly.newPlot(chart, [{x: series.at, y: series.cv, mode: "lines", name: "CV"}],
       {margin: {t: 10, r: 10, b: 40, l: 50}, yaxis: {title: {text: "CV of broker usage"}, rangemode: "tozero"},
-       xaxis: {title: {text: "time"}}}, {displayModeBar: false, responsive: true});
+       xaxis: {title: {text: "time (UTC)"}}}, {displayModeBar: false, responsive: true});
     on("balancer.load_reported", (p) => {
       renderRankings(p.rankings);
       document.getElementById("cv").textContent = p.cv.toFixed(3);
       document.getElementById("mean").textContent = `${Math.round(p.mean * 100)} %`;
     });
-    on("balancer.cv_sampled", (p) => Plotly.extendTraces(chart, {x: [[p.at]], y: [[p.cv]]}, [0], 720));
-    on("balancer.decision_made", (p) => {
-      const list = document.getElementById("decisions");
-      const li = document.createElement("li");
-      li.innerHTML = `<time></time> <b></b> <span></span>`;
-      li.querySelector("time").textContent = new Date(p.at).toISOString().slice(11, 19);  // UTC, as the page
-      li.querySelector("b").textContent = p.strategy;
-      li.querySelector("span").textContent = `${p.reason} — ${p.summary}`;
-      list.prepend(li);
-      while (list.children.length > 10) list.lastChild.remove();
+    on("balancer.cv_sampled", (p) => {
+      Plotly.extendTraces(chart, {x: [[p.at]], y: [[p.cv]]}, [0], 720);
+      health.lastTick = p.at;
+      health.nextTick = new Date(Date.parse(p.at) + health.intervalS * 1000).toISOString();
+      health.overdue = false;
+      showHealth();
     });
+    const list = document.getElementById("decisions");
+    renderFeed(list, feed);
+    on("balancer.decision_made", (p) => {
+      const top = feed[0];
+      if (p.quiet && top && top.type === "quiet") {
+        top.count += 1; top.last = p.at;
+      } else if (p.quiet) {
+        feed.unshift({type: "quiet", count: 1, first: p.at, last: p.at, reason: p.reason});
+      } else {
+        feed.unshift({type: "decision", ...p});
+      }
+      feed.splice(10);
+      renderFeed(list, feed);
+    });
+
+    // The loop's health: the next tick counts down; three intervals without one is a warning.
+    function showHealth() {
+      document.getElementById("last-tick").textContent = health.lastTick ? utc(health.lastTick).slice(11, 19) : "never";
+      document.getElementById("loop-overdue").hidden = !health.overdue;
+      const state = document.getElementById("loop-state");
+      state.textContent = health.sheddingEnabled ? "shedding running" : "shedding paused (placement and drains still run)";
+      state.className = health.sheddingEnabled ? "" : "paused";
+      const toggle = document.getElementById("loop-toggle");
+      if (toggle) toggle.textContent = health.sheddingEnabled ? "Pause shedding…" : "Resume shedding…";
+    }
+    setInterval(() => {
+      const next = document.getElementById("next-tick");
+      if (!health.nextTick) { next.textContent = "—"; return; }
+      const wait = Math.round((Date.parse(health.nextTick) - Date.now()) / 1000);
+      next.textContent = wait > 0 ? `in ${wait} s` : "due now";
+      if (wait < -3 * health.intervalS) { health.overdue = true; document.getElementById("loop-overdue").hidden = false; }
+    }, 1000);
+    const toggle = document.getElementById("loop-toggle");
+    if (toggle) toggle.addEventListener("click", async () => {
+      const pause = health.sheddingEnabled;
+      const question = pause
+        ? "Pause shedding?\nNo bundle is unloaded for load until you resume; lost brokers, drains and placements still run. Audited."
+        : "Resume shedding?\nThe shedder runs again from the next tick. Audited.";
+      if (!confirm(question)) return;
+      try {
+        Object.assign(health, await post(`/api/loop/${pause ? "pause" : "resume"}/`));
+        showHealth();
+      } catch (err) {
+        alert(`Refused: ${err.message}`);
+      }
+    });
+    showHealth();
     connect();
   }
 

@@ -241,3 +241,59 @@ def test_bundle_map_and_domains_are_served_to_every_user(owned, viewer):
     assert [d["name"] for d in domains["domains"]] == ["zone-a", "zone-b"]
     assert domains["groups"] == []
     assert APIClient().get("/api/bundle-map/").status_code == 401
+
+
+def test_quiet_cycles_collapse_between_acting_decisions(cluster, operator_client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from console.models import Decision
+
+    start = timezone.now() - timedelta(minutes=10)
+
+    def decide(minute, reason, summary):
+        Decision.objects.create(
+            at=start + timedelta(minutes=minute),
+            kind="shed",
+            strategy="ThresholdShedder",
+            reason=reason,
+            summary=summary,
+        )
+
+    decide(0, "Overloaded", "1 unload(s); CV 0.40 -> 0.20 predicted")
+    for minute in range(1, 5):
+        decide(minute, "Balanced", "no action")
+    decide(5, "Balanced", "no action; broker-2 skipped: NoBundles")
+    decide(6, "BadConfig", "no action: the balancer configuration is refused — x")
+    decide(7, "Overloaded", "no action; 1 vetoed")
+    decide(8, "Balanced", "no action")
+    feed = operator_client.get("/api/decision-feed/").json()["feed"]
+    assert [(i["type"], i.get("reason"), i.get("count")) for i in feed] == [
+        ("quiet", "Balanced", 1),
+        ("decision", "Overloaded", None),  # a veto is news
+        ("decision", "BadConfig", None),  # so is a refused configuration
+        ("quiet", "Balanced", 5),
+        ("decision", "Overloaded", None),
+    ]
+    assert feed[3]["first"] < feed[3]["last"]
+
+
+def test_pause_and_resume_shedding_audited_and_for_operators_only(cluster, operator_client, viewer):
+    health = operator_client.get("/api/loop/").json()
+    assert health["sheddingEnabled"] is True
+    assert health["lastTick"] is None
+    assert health["overdue"] is True
+    assert health["strategies"]["shedder"] == "ThresholdShedder"
+    client = APIClient()
+    client.force_authenticate(viewer)
+    assert client.post("/api/loop/pause/").status_code == 403
+    paused = operator_client.post("/api/loop/pause/").json()
+    assert paused["sheddingEnabled"] is False
+    assert operator_client.post("/api/loop/resume/").json()["sheddingEnabled"] is True
+    events = list(AuditEvent.objects.filter(action="config").order_by("id"))
+    assert [e.reason for e in events] == [
+        "is_shedding_enabled: True → False",
+        "is_shedding_enabled: False → True",
+    ]
+    assert {e.actor.username for e in events} == {"alice"}
