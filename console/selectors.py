@@ -6,7 +6,7 @@ import gc
 import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -16,7 +16,7 @@ import psycopg
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
-from django.db.models import Field
+from django.db.models import Field, Q, QuerySet
 from psycopg.abc import Buffer
 
 from balancer.bundle_table import BundleNames, BundleTable
@@ -618,3 +618,122 @@ def domain_layout(*, now: datetime | None = None) -> dict[str, Any]:
         "domains": [{"name": name, "brokers": domains[name]} for name in sorted(domains)],
         "groups": anti_affinity_spread(snapshot, cycle.pulsar, serving),
     }
+
+
+def decision_explained(decision: Decision) -> dict[str, Any]:
+    """Everything a decision page shows, from the stored plan (``CyclePlan.as_dict``) and the
+    decision's audit rows: ``brokers`` [{"name", "before", "after" (predicted), "observed"}]
+    (usage fractions; observed at the tick after, None until then), ``before``/``after``
+    (mean, std, cv, maxOverMean), ``rule`` (the shedder's reason and its figures), ``actions``,
+    ``skipped``, ``lost``, ``pending`` and ``events`` (audit rows with their load after)."""
+    details = decision.details or {}
+    stats = details.get("stats", {})
+    before, after = stats.get("before", {}), stats.get("after", {})
+    events = list(decision.auditevent_set.select_related("actor").order_by("id"))
+    observed: dict[str, float] = {}
+    observed_cv = None
+    for event in events:
+        for name, value in (event.load_after or {}).items():
+            if name == "cv":
+                observed_cv = value
+            else:
+                observed[name] = value
+    names = sorted(set(before.get("brokers", {})) | set(after.get("brokers", {})))
+    shedding = details.get("shedding") or {}
+    return {
+        "brokers": [
+            {
+                "name": name,
+                "before": before.get("brokers", {}).get(name),
+                "after": after.get("brokers", {}).get(name),
+                "observed": observed.get(name),
+            }
+            for name in names
+        ],
+        "before": {k: before.get(k) for k in ("avgUsage", "std", "cv", "maxOverMean")},
+        "after": {k: after.get(k) for k in ("avgUsage", "std", "cv", "maxOverMean")},
+        "observedCv": observed_cv,
+        "rule": {
+            "strategy": details.get("strategy", decision.strategy),
+            "reason": shedding.get("reason", details.get("reason", decision.reason)),
+            "figures": shedding.get("stats") or {},
+        },
+        "actions": details.get("actions", []),
+        "skipped": shedding.get("skipped", []),
+        "stale": details.get("stale", []),
+        "lost": details.get("lost", []),
+        "pending": details.get("pending", []),
+        "error": details.get("error"),
+        "events": [
+            {
+                "id": e.pk,
+                "action": e.action,
+                "actor": e.actor_name,
+                "target": e.target,
+                "source": e.source,
+                "destination": e.destination,
+                "reason": e.reason,
+                "before": e.load_before,
+                "after": e.load_after,
+            }
+            for e in events
+        ],
+    }
+
+
+# The audit's filters: query parameter -> what it matches.
+AUDIT_FILTERS = {
+    "actor": 'an operator\'s username, or "balancer"',
+    "action": "one of " + ", ".join(AuditEvent.Action.values),
+    "broker": "the broker a move left or reached, or the broker acted on",
+    "namespace": "a namespace (tenant/ns): its bundles",
+    "bundle": "part of a bundle's name",
+    "q": "words in the reason or the target",
+    "since": "ISO 8601 time, UTC unless it says otherwise (inclusive)",
+    "until": "ISO 8601 time, UTC unless it says otherwise (exclusive)",
+}
+
+
+def audit_events(params: Mapping[str, str]) -> QuerySet[AuditEvent]:
+    """The audit, newest first, filtered by ``params`` (``AUDIT_FILTERS``; empty ones ignored).
+
+    Raises:
+        ConsoleError: 400 naming the parameter: an unknown action, a time that does not parse,
+            a value over 300 characters.
+    """
+    rows = AuditEvent.objects.select_related("actor")
+    values = {}
+    for key in AUDIT_FILTERS:
+        value = str(params.get(key) or "").strip()
+        if len(value) > 300:
+            raise ConsoleError(f"{key} is at most 300 characters", field=key)
+        values[key] = value
+    if values["actor"]:
+        rows = (
+            rows.filter(actor__isnull=True)
+            if values["actor"] == "balancer"
+            else rows.filter(actor__username=values["actor"])
+        )
+    if values["action"]:
+        if values["action"] not in AuditEvent.Action.values:
+            raise ConsoleError(f"action must be {AUDIT_FILTERS['action']}", field="action")
+        rows = rows.filter(action=values["action"])
+    if values["broker"]:
+        broker = values["broker"]
+        rows = rows.filter(Q(source=broker) | Q(destination=broker) | Q(target=broker))
+    if values["namespace"]:
+        rows = rows.filter(target__startswith=values["namespace"].rstrip("/") + "/")
+    if values["bundle"]:
+        rows = rows.filter(target__icontains=values["bundle"])
+    if values["q"]:
+        rows = rows.filter(Q(reason__icontains=values["q"]) | Q(target__icontains=values["q"]))
+    for key, lookup in (("since", "at__gte"), ("until", "at__lt")):
+        if values[key]:
+            try:
+                when = datetime.fromisoformat(values[key])
+            except ValueError:
+                raise ConsoleError(
+                    f"{key} is not an ISO 8601 time such as 2026-11-22T14:00", field=key
+                ) from None
+            rows = rows.filter(**{lookup: when if when.tzinfo else when.replace(tzinfo=UTC)})
+    return rows

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import json
+from collections.abc import Iterator
+from datetime import UTC
+
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET
@@ -13,7 +19,8 @@ from plotly.offline import get_plotlyjs
 from balancer.registry import ENTRIES
 from console import selectors
 from console.access import is_operator, may_act
-from console.models import AuditEvent, Namespace, ReportRun
+from console.models import AuditEvent, Decision, Namespace, ReportRun
+from console.services.errors import ConsoleError
 
 
 @require_GET
@@ -96,12 +103,85 @@ def namespace_bundles(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @login_required
-def audit(request: HttpRequest) -> HttpResponse:
-    """Every automatic and manual action, newest first."""
-    page = Paginator(AuditEvent.objects.select_related("actor"), 100).get_page(
-        request.GET.get("page")
+def decision(request: HttpRequest, pk: int) -> HttpResponse:
+    """One decision explained: the brokers' usage before it, predicted and observed after, the
+    rule that fired with its figures, every action with its veto, the shedder's skips."""
+    row = get_object_or_404(Decision, pk=pk)
+    return render(
+        request,
+        "console/decision.html",
+        {"decision": row, "explained": selectors.decision_explained(row)},
     )
-    return render(request, "console/audit.html", {"page": page})
+
+
+@login_required
+def audit(request: HttpRequest) -> HttpResponse:
+    """Every automatic and manual action, newest first, one row per operation; filters, search
+    and a CSV export of what is filtered."""
+    error = None
+    try:
+        rows = selectors.audit_events(request.GET)
+    except ConsoleError as exc:
+        error, rows = exc.message, AuditEvent.objects.none()
+    page = Paginator(rows, 100).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "console/audit.html",
+        {
+            "page": page,
+            "error": error,
+            "filters": {k: request.GET.get(k, "") for k in selectors.AUDIT_FILTERS},
+            "actions": AuditEvent.Action.values,
+            "actors": [
+                "balancer",
+                *User.objects.order_by("username").values_list("username", flat=True),
+            ],
+            "query": query.urlencode(),
+        },
+    )
+
+
+class _Echo:
+    """A file whose write returns what it was given (Django's streaming CSV recipe)."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+@login_required
+def audit_csv(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    """The filtered audit as CSV (UTC times; load as usage fractions 0–1, as stored)."""
+    try:
+        rows = selectors.audit_events(request.GET)
+    except ConsoleError as exc:
+        return HttpResponse(exc.message, status=400, content_type="text/plain; charset=utf-8")
+    writer = csv.writer(_Echo())
+    header = ["at_utc", "actor", "action", "target", "source", "destination", "reason"]
+    header += ["load_before", "load_after", "decision"]
+
+    def lines() -> Iterator[str]:
+        yield writer.writerow(header)
+        for e in rows.iterator(chunk_size=2000):
+            yield writer.writerow(
+                [
+                    e.at.astimezone(UTC).isoformat(),
+                    e.actor_name,
+                    e.action,
+                    e.target,
+                    e.source,
+                    e.destination,
+                    e.reason,
+                    json.dumps(e.load_before),
+                    json.dumps(e.load_after) if e.load_after is not None else "",
+                    e.decision_id or "",
+                ]
+            )
+
+    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="fulcrum-audit.csv"'
+    return response
 
 
 @login_required

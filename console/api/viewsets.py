@@ -11,6 +11,7 @@ from django.db.models import Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view, permission_classes
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -30,6 +31,7 @@ from console.api.serializers import (
     load_report_accepted,
 )
 from console.models import AuditEvent, Bundle, Decision, ReportRun
+from console.selectors import AUDIT_FILTERS
 from console.services import (
     broker_state_preview,
     broker_state_set,
@@ -328,18 +330,36 @@ class BrokerViewSet(viewsets.GenericViewSet):
         return self._state(request, name, "active")
 
 
+class Pages(PageNumberPagination):
+    """100 rows a page (``page_size`` up to 1,000), with the count and the next page's URL."""
+
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
 class DecisionViewSet(viewsets.ReadOnlyModelViewSet):
-    """Every balancer decision with its reason and numbers."""
+    """Every balancer decision with its reason and numbers, newest first, paginated."""
 
     serializer_class = DecisionOutput
     queryset = Decision.objects.all()
+    pagination_class = Pages
 
 
+@extend_schema(
+    parameters=[
+        OpenApiParameter(name, str, description=what) for name, what in AUDIT_FILTERS.items()
+    ]
+)
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
-    """Every automatic and manual action."""
+    """Every automatic and manual action, newest first, filtered (as the audit page) and
+    paginated."""
 
     serializer_class = AuditEventOutput
-    queryset = AuditEvent.objects.select_related("actor")
+    pagination_class = Pages
+
+    def get_queryset(self) -> QuerySet[AuditEvent]:
+        return selectors.audit_events(self.request.query_params)
 
 
 class ReportRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):

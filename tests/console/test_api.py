@@ -75,10 +75,12 @@ def test_rankings_are_least_loaded_first_with_the_cv(owned, operator_client, bro
 
 def test_decisions_and_audit_are_listed(owned, operator_client):
     operator_client.post(f"/api/bundles/{owned.pk}/unload/")
-    audit = operator_client.get("/api/audit/").json()
+    page = operator_client.get("/api/audit/").json()
+    assert page["count"] == 1
+    audit = page["results"]
     assert [e["action"] for e in audit] == ["unload"]  # one row per move, with its destination
     assert audit[0]["destination"]
-    decision = operator_client.get("/api/decisions/").json()[0]
+    decision = operator_client.get("/api/decisions/").json()["results"][0]
     assert decision["kind"] == "operator"
     assert [a["kind"] for a in decision["details"]["actions"]] == ["unload", "place"]
 
@@ -297,3 +299,65 @@ def test_pause_and_resume_shedding_audited_and_for_operators_only(cluster, opera
         "is_shedding_enabled: False → True",
     ]
     assert {e.actor.username for e in events} == {"alice"}
+
+
+def test_audit_filters_search_pages_and_csv(owned, operator_client, client, operator):
+    import csv
+    import io
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from console.services import broker_state_set
+
+    moved = operator_client.post(
+        "/api/bundles/by-name/unload/", {"bundle": owned.name, "reason": "hot spot"}, format="json"
+    ).json()
+    broker_state_set("broker-3", "draining", actor=None)
+    rows = operator_client.get("/api/audit/", {"actor": "alice"}).json()["results"]
+    assert [(r["action"], r["target"]) for r in rows] == [("unload", owned.name)]
+    assert operator_client.get("/api/audit/", {"actor": "balancer"}).json()["count"] >= 1
+    by_broker = operator_client.get("/api/audit/", {"broker": moved["destination"]}).json()
+    assert owned.name in [r["target"] for r in by_broker["results"]]
+    namespace = owned.name.rsplit("/", 1)[0]
+    mine = operator_client.get("/api/audit/", {"namespace": namespace, "actor": "alice"}).json()
+    assert [r["target"] for r in mine["results"]] == [owned.name]
+    others = operator_client.get("/api/audit/", {"namespace": "acme/nowhere"}).json()
+    assert others["count"] == 0
+    assert operator_client.get("/api/audit/", {"q": "HOT SPOT"}).json()["count"] == 1
+    later = (timezone.now() + timedelta(minutes=1)).replace(tzinfo=None).isoformat()
+    assert operator_client.get("/api/audit/", {"since": later}).json()["count"] == 0
+    assert operator_client.get("/api/audit/", {"until": later}).json()["count"] >= 2
+    bad = operator_client.get("/api/audit/", {"action": "teleport"})
+    assert bad.status_code == 400
+    assert bad.json()["error"]["field"] == "action"
+    assert operator_client.get("/api/audit/", {"since": "yesterday"}).status_code == 400
+    assert operator_client.get("/api/audit/", {"page_size": 1}).json()["next"]
+
+    client.force_login(operator)
+    page = client.get("/audit/", {"action": "unload", "actor": "alice"}).content.decode()
+    assert "Export CSV (1 rows)" in page
+    assert f"/decisions/{moved['decision']}/" in page
+    assert "not an ISO 8601 time" in client.get("/audit/", {"since": "soon"}).content.decode()
+    response = client.get("/audit/export.csv", {"action": "unload", "actor": "alice"})
+    assert response["Content-Type"].startswith("text/csv")
+    table = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert table[0][:3] == ["at_utc", "actor", "action"]
+    assert [(r[1], r[2], r[3]) for r in table[1:]] == [("alice", "unload", owned.name)]
+    assert table[1][6].startswith("Operator's reason: hot spot.")
+    assert client.get("/audit/export.csv", {"action": "x"}).status_code == 400
+
+
+def test_a_decision_page_explains_the_plan(owned, operator_client, client, operator):
+    from console.services import shedding_tick_run
+
+    moved = operator_client.post(
+        "/api/bundles/by-name/unload/", {"bundle": owned.name}, format="json"
+    ).json()
+    shedding_tick_run()  # measures the load after
+    client.force_login(operator)
+    page = client.get(f"/decisions/{moved['decision']}/").content.decode()
+    assert "operator unload of" in page
+    assert "CV observed at the next tick" in page
+    assert "next tick</span>" not in page  # the tick above filled the load after
+    assert client.get("/decisions/999999/").status_code == 404

@@ -78,7 +78,7 @@ def test_plotly_is_served_locally(client):
 
 
 def test_audit_and_reports_pages_render(logged_in, cluster):
-    assert "No actions yet" in logged_in.get("/audit/").content.decode()
+    assert "No action matches" in logged_in.get("/audit/").content.decode()
     assert "Run report" in logged_in.get("/reports/").content.decode()
 
 
