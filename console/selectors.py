@@ -653,11 +653,7 @@ def decision_explained(decision: Decision) -> dict[str, Any]:
         "before": {k: before.get(k) for k in ("avgUsage", "std", "cv", "maxOverMean")},
         "after": {k: after.get(k) for k in ("avgUsage", "std", "cv", "maxOverMean")},
         "observedCv": observed_cv,
-        "rule": {
-            "strategy": details.get("strategy", decision.strategy),
-            "reason": shedding.get("reason", details.get("reason", decision.reason)),
-            "figures": shedding.get("stats") or {},
-        },
+        "rule": _rule(details, shedding, decision),
         "actions": details.get("actions", []),
         "skipped": shedding.get("skipped", []),
         "stale": details.get("stale", []),
@@ -737,3 +733,30 @@ def audit_events(params: Mapping[str, str]) -> QuerySet[AuditEvent]:
                 ) from None
             rows = rows.filter(**{lookup: when if when.tzinfo else when.replace(tzinfo=UTC)})
     return rows
+
+
+def _rule(details: dict[str, Any], shedding: dict[str, Any], decision: Decision) -> dict[str, Any]:
+    """The shedder's reason and figures: scalars as ``figures`` [[name, value]], and its first
+    per-broker table (a figure whose value maps brokers to figures) as ``perBroker`` {"name",
+    "columns", "rows": [[broker, values...]]}; numbers to 4 significant digits."""
+
+    def said(value: Any) -> Any:
+        return float(f"{value:.4g}") if isinstance(value, float) else value
+
+    figures, per_broker = [], None
+    for name, value in (shedding.get("stats") or {}).items():
+        tables = (
+            isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values())
+        )
+        if tables and per_broker is None:
+            columns = sorted({k for v in value.values() for k in v})
+            rows = [[b, *(said(v.get(c)) for c in columns)] for b, v in sorted(value.items())]
+            per_broker = {"name": name, "columns": columns, "rows": rows}
+        else:
+            figures.append([name, said(value)])
+    return {
+        "strategy": details.get("strategy", decision.strategy),
+        "reason": shedding.get("reason", details.get("reason", decision.reason)),
+        "figures": figures,
+        "perBroker": per_broker,
+    }

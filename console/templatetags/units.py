@@ -19,3 +19,9 @@ def bytes_per_s(value: float | None) -> str:
 def percent(value: float | None) -> str:
     """A usage fraction (0–1) as the dashboard shows it: ``42.0 %``."""
     return "—" if value is None else f"{float(value) * 100:.1f} %"
+
+
+@register.filter
+def quantity(value: float | None, unit: str) -> str:
+    """A figure in its unit's words, as the core says it (bytes/s, msg/s, fraction as %)."""
+    return "—" if value is None else explain.quantity(float(value), unit)

@@ -361,3 +361,33 @@ def test_a_decision_page_explains_the_plan(owned, operator_client, client, opera
     assert "CV observed at the next tick" in page
     assert "next tick</span>" not in page  # the tick above filled the load after
     assert client.get("/decisions/999999/").status_code == 404
+
+    from django.utils import timezone
+
+    from console.models import Decision
+
+    shed = Decision.objects.create(
+        at=timezone.now(),
+        kind="shed",
+        strategy="ThresholdShedder",
+        reason="Overloaded",
+        summary="1 unload(s)",
+        details={
+            "shedding": {
+                "reason": "Overloaded",
+                "skipped": [{"kind": "broker", "name": "broker-2", "reason": "NoBundles"}],
+                "stats": {
+                    "threshold": 0.1,
+                    "avgUsage": 0.123456789,
+                    "brokers": {"broker-1": {"usage": 0.5, "history": 0.4}},
+                },
+            },
+            "stats": {"before": {"brokers": {"broker-1": 0.5}, "cv": 0.3}},
+            "actions": [],
+        },
+    )
+    page = client.get(f"/decisions/{shed.pk}/").content.decode()
+    assert "<code>0.1235</code>" in page  # 4 significant digits
+    assert '<table id="rule-brokers"' in page
+    assert "<th>history</th><th>usage</th>" in page
+    assert "<b>broker-2</b> (broker): NoBundles" in page
