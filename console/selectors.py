@@ -42,6 +42,7 @@ from console.models import (
     Cluster,
     ClusterSample,
     Decision,
+    LoadReport,
     Namespace,
     is_quiet,
 )
@@ -759,4 +760,107 @@ def _rule(details: dict[str, Any], shedding: dict[str, Any], decision: Decision)
         "reason": shedding.get("reason", details.get("reason", decision.reason)),
         "figures": figures,
         "perBroker": per_broker,
+    }
+
+
+# The broker page's time ranges (s; the folded reports are kept FULCRUM_REPORT_RETENTION_S, 6 h
+# by default: older load is in the Parquet history) and the most points a series is drawn with.
+BROKER_RANGES_S = (900, 3600, 6 * 3600)
+HISTORY_POINTS = 720
+
+
+def _percent(usage: float, limit: float) -> float:
+    return 100.0 * usage / limit if limit > 0 else 0.0
+
+
+def broker_history(name: str, *, range_s: int, now: datetime | None = None) -> dict[str, Any]:
+    """One broker's load over the last ``range_s`` seconds from the folded load reports, each
+    series averaged into at most ``HISTORY_POINTS`` buckets: ``{"at" (ISO, UTC), "cpu",
+    "bandwidthIn", "bandwidthOut" (percent of capacity), "msgRate" (msg/s), "throughput"
+    (bytes/s)}``, and ``moves``: the audit rows that touched it in that time (``at``, ``action``,
+    ``target``, ``source``, ``destination``, ``decision``, ``actor``).
+
+    Raises:
+        ConsoleError: 404 unknown broker; 400 a range not in ``BROKER_RANGES_S``.
+    """
+    if range_s not in BROKER_RANGES_S:
+        raise ConsoleError(
+            f"range must be one of {', '.join(str(r) for r in BROKER_RANGES_S)} seconds",
+            field="range",
+        )
+    broker = Broker.objects.filter(name=name).first()
+    if broker is None:
+        raise ConsoleError(f"unknown broker {name!r}", status=404, field="broker")
+    now = now or datetime.now(UTC)
+    since = now - timedelta(seconds=range_s)
+    rows = (
+        LoadReport.objects.filter(broker=broker, reported_at__gte=since)
+        .order_by("reported_at")
+        .values_list(
+            "reported_at",
+            "cpu_usage",
+            "cpu_limit",
+            "bandwidth_in_usage_bytes_per_s",
+            "bandwidth_in_limit_bytes_per_s",
+            "bandwidth_out_usage_bytes_per_s",
+            "bandwidth_out_limit_bytes_per_s",
+            "msg_rate_in",
+            "msg_rate_out",
+            "msg_throughput_in_bytes_per_s",
+            "msg_throughput_out_bytes_per_s",
+        )
+    )
+    width = range_s / HISTORY_POINTS
+    buckets: dict[int, list[tuple[float, ...]]] = {}
+    for at, cpu, cpu_max, bw_in, bw_in_max, bw_out, bw_out_max, m_in, m_out, t_in, t_out in rows:
+        key = int((at - since).total_seconds() // width)
+        buckets.setdefault(key, []).append(
+            (
+                _percent(cpu, cpu_max),
+                _percent(bw_in, bw_in_max),
+                _percent(bw_out, bw_out_max),
+                m_in + m_out,
+                t_in + t_out,
+            )
+        )
+    series: dict[str, list[Any]] = {
+        k: [] for k in ("at", "cpu", "bandwidthIn", "bandwidthOut", "msgRate", "throughput")
+    }
+    # Where reports stopped for longer than this (the console or the broker was down), a null
+    # goes between the points, so the lines break instead of drawing load nobody measured.
+    gap = max(3 * width, 30.0)
+    previous = None
+    for key in sorted(buckets):
+        values = buckets[key]
+        if previous is not None and (key - previous) * width > gap:
+            series["at"].append(
+                (since + timedelta(seconds=(previous + key + 1) * width / 2)).isoformat()
+            )
+            for name_ in ("cpu", "bandwidthIn", "bandwidthOut", "msgRate", "throughput"):
+                series[name_].append(None)
+        previous = key
+        series["at"].append((since + timedelta(seconds=(key + 0.5) * width)).isoformat())
+        for i, name_ in enumerate(("cpu", "bandwidthIn", "bandwidthOut", "msgRate", "throughput")):
+            series[name_].append(round(sum(v[i] for v in values) / len(values), 3))
+    moves = (
+        AuditEvent.objects.filter(at__gte=since)
+        .filter(Q(source=name) | Q(destination=name) | Q(target=name))
+        .select_related("actor")
+        .order_by("at")[:2000]
+    )
+    return {
+        **series,
+        "rangeS": range_s,
+        "moves": [
+            {
+                "at": e.at.astimezone(UTC).isoformat(),
+                "action": e.action,
+                "target": e.target,
+                "source": e.source,
+                "destination": e.destination,
+                "decision": e.decision_id,
+                "actor": e.actor_name,
+            }
+            for e in moves
+        ],
     }

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from datetime import UTC
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.paginator import Paginator
@@ -19,7 +20,7 @@ from plotly.offline import get_plotlyjs
 from balancer.registry import ENTRIES
 from console import selectors
 from console.access import is_operator, may_act
-from console.models import AuditEvent, Decision, Namespace, ReportRun
+from console.models import AuditEvent, Broker, Bundle, Decision, Namespace, ReportRun
 from console.services.errors import ConsoleError
 
 
@@ -99,6 +100,35 @@ def namespace_bundles(request: HttpRequest, name: str) -> HttpResponse:
         request,
         "console/bundles.html",
         {"namespace": namespace, "bundles": bundles, "is_operator": is_operator(request.user)},
+    )
+
+
+@login_required
+def broker(request: HttpRequest, name: str) -> HttpResponse:
+    """One broker: its load over time with the moves that touched it, its bundles, its latest
+    actions; Drain and Activate (previewed) for operators."""
+    row = get_object_or_404(Broker, name=name)
+    rankings = selectors.broker_rankings()
+    ranking = next(r for r in rankings if r["name"] == name)
+    bundles = selectors.bundles_with_loads(
+        list(Bundle.objects.filter(owner=row).select_related("namespace", "owner"))
+    )
+    range_s = 3600
+    return render(
+        request,
+        "console/broker.html",
+        {
+            "broker": row,
+            "row": ranking,
+            "brokers": len(rankings),
+            "bundles": sorted(bundles, key=lambda b: -b.throughput_bytes_per_s),
+            "events": selectors.audit_events({"broker": name})[:20],
+            "history": selectors.broker_history(name, range_s=range_s),
+            "ranges": selectors.BROKER_RANGES_S,
+            "range_s": range_s,
+            "retention_h": settings.FULCRUM_REPORT_RETENTION_S / 3600,
+            "is_operator": may_act(request.user)[0],
+        },
     )
 
 

@@ -41,6 +41,7 @@ from console.services import (
     load_report_ingest,
     shedding_pause_set,
 )
+from console.services.errors import ConsoleError
 from console.services.ingest import LoadReportInput, report_size_check
 from console.services.reports import report_run_request
 
@@ -315,6 +316,19 @@ class BrokerViewSet(viewsets.GenericViewSet):
             name, state, actor=acting_user(request), note=params.validated_data.get("reason", "")
         )
         return Response({"broker": broker.name, "state": broker.state})
+
+    @extend_schema(
+        parameters=[OpenApiParameter("range", int, description="seconds: 900, 3600 or 21600")],
+        responses=dict,
+    )
+    @action(detail=True, methods=["get"], permission_classes=[IsUser])
+    def history(self, request: Request, name: str = "") -> Response:
+        """The broker's load over time (percent of capacity, msg/s, bytes/s) and the moves that
+        touched it (shape in ``selectors.broker_history``)."""
+        raw = request.query_params.get("range", "3600")
+        if not raw.isdigit():
+            raise ConsoleError("range is a number of seconds", field="range")
+        return Response(selectors.broker_history(name, range_s=int(raw)))
 
     @extend_schema(request=OperatorActionInput, responses=BrokerStateOutput)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])

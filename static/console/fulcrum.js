@@ -74,7 +74,8 @@ const Fulcrum = (() => {
                      r.reportedAt ? r.reportedAt.slice(11, 19) : "never"];
       cells.forEach((c, i) => {
         const td = document.createElement("td");
-        td.textContent = c;
+        if (i === 1) td.appendChild(el("a", {href: `/brokers/${encodeURIComponent(c)}/`}, c));
+        else td.textContent = c;
         if (i === 4) td.className = "score";
         if (i === 11) td.className = "reported";
         tr.appendChild(td);
@@ -255,7 +256,7 @@ const Fulcrum = (() => {
     const run = async () => {
       timer = null; last = Date.now();
       try {
-        const response = await fetch(url, {credentials: "same-origin"});
+        const response = await fetch(String(url), {credentials: "same-origin"});
         if (response.ok) apply(await response.json());
       } catch (err) { /* the next event retries */ }
     };
@@ -674,11 +675,102 @@ const Fulcrum = (() => {
     connect();
   }
 
+  // Drain and Activate, previewed in the page's #state-dialog: returns open(broker, verb).
+  function stateDialog(result, done) {
+    const dialog = document.getElementById("state-dialog");
+    let pending = null;
+    async function open(broker, verb) {
+      result.className = "result"; result.textContent = "";
+      try {
+        const answer = await post(`/api/brokers/${encodeURIComponent(broker)}/${verb}/`, {preview: true});
+        document.getElementById("state-title").textContent = `${verb === "drain" ? "Drain" : "Activate"} ${broker}?`;
+        renderPlan(answer, {summary: document.getElementById("state-summary"),
+          actions: document.getElementById("state-actions"), stats: document.getElementById("state-stats")});
+        const confirmButton = document.getElementById("state-confirm");
+        confirmButton.disabled = answer.vetoed;
+        confirmButton.textContent = answer.vetoed ? "Refused" : `Confirm ${verb}`;
+        document.getElementById("state-reason").value = "";
+        pending = {broker, verb};
+        dialog.showModal();
+      } catch (err) {
+        result.className = "result error";
+        result.textContent = `${verb} ${broker} refused: ${err.message}`;
+      }
+    }
+    document.getElementById("state-cancel").addEventListener("click", () => { dialog.close(); pending = null; });
+    document.getElementById("state-confirm").addEventListener("click", async () => {
+      if (!pending) return;
+      const {broker, verb} = pending;
+      const reason = document.getElementById("state-reason").value;
+      dialog.close(); pending = null;
+      result.className = "result"; result.textContent = `${verb} ${broker}…`;
+      try {
+        const answer = await post(`/api/brokers/${encodeURIComponent(broker)}/${verb}/`, {reason});
+        result.textContent = `${answer.broker} is now ${answer.state}.`;
+        done(answer);
+      } catch (err) {
+        result.className = "result error";
+        result.textContent = `${verb} ${broker} refused: ${err.message}`;
+      }
+    });
+    return open;
+  }
+
+  // A broker's page: load over time with the moves that touched it as markers; Drain/Activate.
+  function broker(name, initial, isOperator) {
+    const result = document.getElementById("result");
+    let history = initial;
+    const moveTrace = (top) => ({type: "scatter", mode: "markers", name: "moves", x: history.moves.map((m) => m.at),
+      y: history.moves.map(() => top), marker: {symbol: "triangle-down", size: 10, color: "#1d2330"},
+      customdata: history.moves.map((m) => m.decision),
+      hovertext: history.moves.map((m) => `${m.action} ${m.target}: ${m.source || "—"} → ${m.destination || "—"} (${m.actor})`),
+      hoverinfo: "text+x"});
+    const lines = (top) => history.moves.map((m) => ({type: "line", xref: "x", yref: "paper", x0: m.at, x1: m.at, y0: 0, y1: 1,
+      line: {color: m.destination === name ? "#59a14f" : m.source === name ? "#e15759" : "#888", width: 1, dash: "dot"}}));
+    function draw() {
+      const range = [new Date(Date.now() - history.rangeS * 1000).toISOString(), new Date().toISOString()];
+      const common = {margin: {t: 10, r: 60, b: 40, l: 60}, legend: {orientation: "h"}, hovermode: "x unified",
+        xaxis: {type: "date", range, title: {text: "time (UTC)"}}, shapes: lines()};
+      Plotly.react("usage-chart", [
+        {type: "scatter", mode: "lines", name: "CPU %", x: history.at, y: history.cpu},
+        {type: "scatter", mode: "lines", name: "bandwidth in %", x: history.at, y: history.bandwidthIn},
+        {type: "scatter", mode: "lines", name: "bandwidth out %", x: history.at, y: history.bandwidthOut},
+        moveTrace(Math.max(10, ...[...history.cpu, ...history.bandwidthIn, ...history.bandwidthOut].filter((v) => v !== null)))],
+        {...common, yaxis: {title: {text: "% of capacity"}, rangemode: "tozero"}}, {displayModeBar: false, responsive: true});
+      Plotly.react("rate-chart", [
+        {type: "scatter", mode: "lines", name: "msg rate (msg/s)", x: history.at, y: history.msgRate},
+        {type: "scatter", mode: "lines", name: "throughput (bytes/s)", x: history.at, y: history.throughput, yaxis: "y2"}],
+        {...common, yaxis: {title: {text: "msg/s"}, rangemode: "tozero"},
+         yaxis2: {title: {text: "bytes/s"}, overlaying: "y", side: "right", rangemode: "tozero"}}, {displayModeBar: false, responsive: true});
+      document.getElementById("range-note").textContent =
+        `${history.at.length} points, ${history.moves.length} moves touching ${name}; green: a bundle arrived, red: one left.`;
+    }
+    const url = () => `/api/brokers/${encodeURIComponent(name)}/history/?range=${history.rangeS}`;
+    document.querySelectorAll("button.range").forEach((button) => button.addEventListener("click", async () => {
+      document.querySelectorAll("button.range").forEach((b) => b.classList.toggle("on", b === button));
+      history = {...history, rangeS: Number(button.dataset.range)};
+      const response = await fetch(url(), {credentials: "same-origin"});
+      if (response.ok) { history = await response.json(); draw(); }
+    }));
+    const refresh = liveRefresh({toString: url}, (fresh) => { history = fresh; draw(); }, 10000);
+    if (isOperator) {
+      const open = stateDialog(result, () => location.reload());
+      document.querySelectorAll("button.drain, button.activate").forEach((button) =>
+        button.addEventListener("click", () => open(name, button.classList.contains("drain") ? "drain" : "activate")));
+    }
+    draw();
+    const chart = document.getElementById("usage-chart");
+    chart.on("plotly_click", (ev) => {
+      const point = ev.points.find((p) => p.data.name === "moves");
+      if (point && point.customdata) location.href = `/decisions/${point.customdata}/`;
+    });
+    connect();
+    return refresh;
+  }
+
   function domains(initial, isOperator) {
     let data = initial;
     const result = document.getElementById("result");
-    const dialog = document.getElementById("state-dialog");
-    let pending = null;
 
     function markers(broker) {
       return data.groups.filter((g) => g.brokers[broker]).map((g) => ({group: g.group, namespaces: g.brokers[broker],
@@ -699,7 +791,9 @@ const Fulcrum = (() => {
         domain.brokers.forEach((b) => {
           const card = el("article", {class: `broker-card state-${b.state}`, "data-broker": b.name});
           const head = el("header");
-          head.appendChild(el("b", {}, b.name));
+          const title = el("b");
+          title.appendChild(el("a", {href: `/brokers/${encodeURIComponent(b.name)}/`}, b.name));
+          head.appendChild(title);
           head.appendChild(el("span", {class: "rank", title: "rank, least loaded first"}, `#${b.rank}`));
           head.appendChild(el("span", {class: `state ${b.state}`}, b.state));
           card.appendChild(head);
@@ -751,45 +845,11 @@ const Fulcrum = (() => {
         button.addEventListener("click", () => openState(button.dataset.broker, button.classList.contains("drain") ? "drain" : "activate")));
     }
 
-    async function openState(broker, verb) {
-      result.className = "result"; result.textContent = "";
-      try {
-        const answer = await post(`/api/brokers/${encodeURIComponent(broker)}/${verb}/`, {preview: true});
-        document.getElementById("state-title").textContent = `${verb === "drain" ? "Drain" : "Activate"} ${broker}?`;
-        renderPlan(answer, {summary: document.getElementById("state-summary"),
-          actions: document.getElementById("state-actions"), stats: document.getElementById("state-stats")});
-        const confirmButton = document.getElementById("state-confirm");
-        confirmButton.disabled = answer.vetoed;
-        confirmButton.textContent = answer.vetoed ? "Refused" : `Confirm ${verb}`;
-        document.getElementById("state-reason").value = "";
-        pending = {broker, verb};
-        dialog.showModal();
-      } catch (err) {
-        result.className = "result error";
-        result.textContent = `${verb} ${broker} refused: ${err.message}`;
-      }
-    }
-    document.getElementById("state-cancel").addEventListener("click", () => { dialog.close(); pending = null; });
-    document.getElementById("state-confirm").addEventListener("click", async () => {
-      if (!pending) return;
-      const {broker, verb} = pending;
-      const reason = document.getElementById("state-reason").value;
-      dialog.close(); pending = null;
-      result.className = "result"; result.textContent = `${verb} ${broker}…`;
-      try {
-        const answer = await post(`/api/brokers/${encodeURIComponent(broker)}/${verb}/`, {reason});
-        result.textContent = `${answer.broker} is now ${answer.state}.`;
-        refreshNow();
-      } catch (err) {
-        result.className = "result error";
-        result.textContent = `${verb} ${broker} refused: ${err.message}`;
-      }
-    });
-
+    const openState = stateDialog(result, () => refreshNow());
     const refreshNow = liveRefresh("/api/domains/", (fresh) => { data = fresh; draw(); }, 2000);
     draw();
     connect();
   }
 
-  return {dashboard, decision, bundles, bundleMap, domains, reports, reportCharts, on, connect};
+  return {dashboard, decision, broker, bundles, bundleMap, domains, reports, reportCharts, on, connect};
 })();

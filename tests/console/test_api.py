@@ -391,3 +391,66 @@ def test_a_decision_page_explains_the_plan(owned, operator_client, client, opera
     assert '<table id="rule-brokers"' in page
     assert "<th>history</th><th>usage</th>" in page
     assert "<b>broker-2</b> (broker): NoBundles" in page
+
+
+def test_a_brokers_history_is_bucketed_breaks_at_gaps_and_lists_its_moves(owned, operator_client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from console.models import LoadReport
+
+    broker = Broker.objects.get(name="broker-1")
+    now = timezone.now()
+
+    def reported(seconds_ago, cpu):
+        LoadReport.objects.create(
+            broker=broker,
+            reported_at=now - timedelta(seconds=seconds_ago),
+            cpu_usage=cpu,
+            cpu_limit=200,
+            memory_usage_mib=0,
+            memory_limit_mib=1,
+            bandwidth_in_usage_bytes_per_s=10,
+            bandwidth_in_limit_bytes_per_s=100,
+            bandwidth_out_usage_bytes_per_s=0,
+            bandwidth_out_limit_bytes_per_s=0,
+            msg_rate_in=5,
+            msg_rate_out=7,
+            msg_throughput_in_bytes_per_s=1,
+            msg_throughput_out_bytes_per_s=2,
+            bundle_count=1,
+            topic_count=1,
+            weighted_usage_fraction=0.5,
+        )
+
+    for seconds_ago in (850, 848, 600, 598):  # two runs of reports, 4 minutes apart
+        reported(seconds_ago, 100)
+    moved = operator_client.post(
+        "/api/bundles/by-name/unload/", {"bundle": owned.name}, format="json"
+    ).json()
+    body = operator_client.get("/api/brokers/broker-1/history/", {"range": 900}).json()
+    assert body["cpu"] == [50.0, 50.0, None, 50.0, 50.0]  # percent of the limit; a break at the gap
+    assert body["bandwidthIn"][0] == 10.0
+    assert body["bandwidthOut"][0] == 0.0  # no capacity reported: 0, not a division by zero
+    assert body["msgRate"][0] == 12.0
+    assert body["throughput"][0] == 3.0
+    touching = [m for m in body["moves"] if m["target"] == owned.name]
+    assert touching
+    assert touching[0]["decision"] == moved["decision"]
+    assert operator_client.get("/api/brokers/broker-1/history/", {"range": 7}).status_code == 400
+    assert operator_client.get("/api/brokers/broker-1/history/", {"range": "x"}).status_code == 400
+    assert operator_client.get("/api/brokers/ghost/history/").status_code == 404
+
+
+def test_the_broker_page_shows_its_bundles_actions_and_drain_for_operators(
+    owned, client, operator, viewer
+):
+    client.force_login(operator)
+    page = client.get("/brokers/broker-1/").content.decode()
+    assert "Drain…" in page
+    for bundle in Bundle.objects.filter(owner__name="broker-1").select_related("namespace"):
+        assert f"<code>{bundle.name}</code>" in page
+    client.force_login(viewer)
+    assert "Drain…" not in client.get("/brokers/broker-1/").content.decode()
+    assert client.get("/brokers/ghost/").status_code == 404
