@@ -270,3 +270,76 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             ).owner.name
             == "broker-1"
         )
+
+    def test_dashboard_decision_audit_and_broker_pages(self):
+        from playwright.sync_api import expect, sync_playwright
+
+        from console.services import shedding_tick_run
+
+        name = Bundle.objects.select_related("namespace").filter(owner__name="broker-1")[0].name
+        shedding_tick_run()  # a quiet cycle
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+            page = self.login(browser, "alice", "s3cret-pass")
+            page.wait_for_selector("body[data-live='1']", timeout=10_000)
+            expect(page.locator("header .role")).to_have_text("operator")
+            expect(page.locator("#active-shedder")).to_have_text("ThresholdShedder")
+            expect(page.locator("#decisions li.quiet")).to_contain_text("1 quiet cycle")
+            expect(page.locator("#last-tick")).not_to_have_text("never")
+            # Pause, confirmed; the state shows at once and the audit has it.
+            page.once("dialog", lambda dialog: dialog.accept())
+            page.click("#loop-toggle")
+            expect(page.locator("#loop-state")).to_contain_text("shedding paused")
+            expect(page.locator("#loop-toggle")).to_have_text("Resume shedding…")
+            # An operator's unload arrives live in the decision list, linked to its page.
+            requests_session = page.context.request
+            token = page.locator("main input[name=csrfmiddlewaretoken]").input_value()
+            answer = requests_session.post(
+                f"{self.live_server_url}/api/bundles/by-name/unload/",
+                data={"bundle": name, "reason": "rebalance by hand"},
+                headers={"X-CSRFToken": token, "Referer": self.live_server_url + "/"},
+            )
+            assert answer.ok, answer.text()
+            decision = answer.json()["decision"]
+            link = page.locator(f"#decisions li[data-decision='{decision}'] a")
+            expect(link).to_contain_text("Operator — 1 unload(s)")
+            page.screenshot(path=str(SHOTS / "dashboard.png"), full_page=True)
+            link.click()
+            page.wait_for_url(f"{self.live_server_url}/decisions/{decision}/")
+            expect(page.locator("#actions tbody tr").first).to_contain_text("operator unload of")
+            expect(page.locator("#events")).to_contain_text("alice")
+            page.screenshot(path=str(SHOTS / "decision.png"), full_page=True)
+
+            # The audit, filtered to alice's unloads; the CSV link carries the same filters.
+            page.click("header nav a:text('Audit')")
+            page.select_option("select[name=actor]", "alice")
+            page.select_option("select[name=action]", "unload")
+            page.click("#audit-filters button")
+            rows = page.locator("#audit tbody tr")
+            expect(rows).to_have_count(1)
+            expect(rows.first).to_contain_text("Operator's reason: rebalance by hand.")
+            expect(page.locator("a.export")).to_have_attribute(
+                "href",
+                "/audit/export.csv?actor=alice&action=unload&broker=&namespace=&bundle="
+                "&since=&until=&q=",
+            )
+            page.screenshot(path=str(SHOTS / "audit.png"), full_page=True)
+            page.fill("input[name=since]", "soon")
+            page.click("#audit-filters button")
+            expect(page.locator(".result.error")).to_contain_text("not an ISO 8601 time")
+
+            # A broker's page: its bundles, its load, the move as a marker, Drain previewed.
+            page.goto(f"{self.live_server_url}/brokers/broker-1/")
+            expect(page.locator("#broker-bundles tbody tr")).not_to_have_count(0)
+            expect(page.locator("#broker-events")).to_contain_text(name)
+            expect(page.locator("#range-note")).to_contain_text("moves touching broker-1")
+            page.click("button.drain")
+            expect(page.locator("#state-actions li").first).to_contain_text(
+                "broker-1: active → draining"
+            )
+            page.screenshot(path=str(SHOTS / "broker.png"), full_page=True)
+            page.click("#state-cancel")
+            browser.close()
+        assert AuditEvent.objects.filter(
+            action="config", reason="is_shedding_enabled: True → False"
+        ).exists()
