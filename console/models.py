@@ -224,6 +224,26 @@ class BalancerConfig(models.Model):
     state = models.JSONField(default=dict)  # strategy name -> what it remembers between cycles
 
 
+class ConfigVersion(models.Model):
+    """One saved state of the balancer config: who, when, why, the values (``EDITABLE`` of
+    ``console.services.config``) and what changed from the version before ({field: [old, new]})."""
+
+    at = models.DateTimeField(db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )  # None: as found before the first edit, or the balancer itself
+    reason = models.TextField(blank=True, default="")
+    values = models.JSONField(default=dict)
+    changes = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-id"]
+
+    @property
+    def actor_name(self) -> str:
+        return self.actor.get_username() if self.actor else "—"
+
+
 class TickLock(models.Model):
     """One row claimed by compare-and-set so that one shedding tick runs at a time cluster-wide."""
 

@@ -41,6 +41,7 @@ from console.models import (
     BundleLive,
     Cluster,
     ClusterSample,
+    ConfigVersion,
     Decision,
     LoadReport,
     Namespace,
@@ -864,3 +865,20 @@ def broker_history(name: str, *, range_s: int, now: datetime | None = None) -> d
             for e in moves
         ],
     }
+
+
+def config_versions(*, limit: int = 50) -> list[dict[str, Any]]:
+    """The config's saved versions, newest first: ``{"id", "at" (ISO, UTC), "actor", "reason",
+    "values", "changes" {field: [old, new]}}``."""
+    rows = ConfigVersion.objects.select_related("actor").order_by("-id")[:limit]
+    return [
+        {
+            "id": v.pk,
+            "at": v.at.astimezone(UTC).isoformat(),
+            "actor": v.actor_name,
+            "reason": v.reason,
+            "values": v.values,
+            "changes": v.changes,
+        }
+        for v in rows
+    ]

@@ -12,6 +12,7 @@ urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("bundles/", views.bundle_map, name="bundle-map"),
     path("domains/", views.domains, name="domains"),
+    path("config/", views.config, name="config"),
     path("brokers/<str:name>/", views.broker, name="broker"),
     path("namespaces/", views.namespaces, name="namespaces"),
     path("namespaces/<path:name>/bundles/", views.namespace_bundles, name="namespace-bundles"),

@@ -21,6 +21,7 @@ from balancer.registry import ENTRIES
 from console import selectors
 from console.access import is_operator, may_act
 from console.models import AuditEvent, Broker, Bundle, Decision, Namespace, ReportRun
+from console.services.config import config_values
 from console.services.errors import ConsoleError
 
 
@@ -68,6 +69,30 @@ def bundle_map(request: HttpRequest) -> HttpResponse:
             "data": selectors.bundle_map(),
             "split_algorithms": [e.as_dict() for e in ENTRIES if e.kind == "split"],
             "is_operator": is_operator(request.user),
+        },
+    )
+
+
+@login_required
+def config(request: HttpRequest) -> HttpResponse:
+    """The strategy config: strategies from the registry with their descriptions and sources,
+    parameters with defaults, units and ranges; what-if against the current config; every save
+    a version with its diff; rollback. Operators edit; everyone reads."""
+    return render(
+        request,
+        "console/config.html",
+        {
+            "state": {
+                "values": config_values(selectors.balancer_config_get()),
+                "versions": selectors.config_versions(),
+            },
+            "entries": [e.as_dict() for e in ENTRIES],
+            "kinds": [
+                ("shedder", "Shedder"),
+                ("placement", "Placement"),
+                ("split_algorithm", "Split algorithm"),
+            ],
+            "is_operator": may_act(request.user)[0],
         },
     )
 

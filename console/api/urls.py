@@ -19,6 +19,12 @@ urlpatterns = [
     path("rankings/", viewsets.rankings, name="rankings"),
     path("strategies/", viewsets.strategies, name="strategies"),
     path("bundle-map/", viewsets.bundle_map, name="api-bundle-map"),
+    path("config/", viewsets.config, name="api-config"),
+    path(
+        "config/versions/<int:pk>/rollback/",
+        viewsets.config_rollback_view,
+        name="api-config-rollback",
+    ),
     path("loop/", viewsets.loop, name="api-loop"),
     path("loop/pause/", viewsets.loop_pause, name="api-loop-pause"),
     path("loop/resume/", viewsets.loop_resume, name="api-loop-resume"),

@@ -41,6 +41,7 @@ from console.services import (
     load_report_ingest,
     shedding_pause_set,
 )
+from console.services.config import config_rollback, config_save, config_values, config_what_if
 from console.services.errors import ConsoleError
 from console.services.ingest import LoadReportInput, report_size_check
 from console.services.reports import report_run_request
@@ -106,6 +107,58 @@ def rankings(request: Request) -> Response:
     """Broker rankings, least loaded first, and the current coefficient of variation."""
     rows = selectors.broker_rankings()
     return Response({"rankings": rows, **selectors.current_imbalance(rows)})
+
+
+class ConfigInput(serializers.Serializer):
+    values = serializers.DictField(help_text="the settings to change (EDITABLE fields)")
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    what_if = serializers.BooleanField(
+        required=False, default=False, help_text="plan a cycle with the draft; nothing is saved"
+    )
+
+
+class RollbackInput(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+
+def _config_state() -> dict[str, Any]:
+    return {
+        "values": config_values(selectors.balancer_config_get()),
+        "versions": selectors.config_versions(),
+    }
+
+
+@extend_schema(request=ConfigInput, responses=dict)
+@api_view(["GET", "POST"])
+@permission_classes([IsUser])
+def config(request: Request) -> Response:
+    """The balancer config and its versions (GET, everyone); a what-if of a draft, or a save
+    as a new version, audited (POST, operators; 400 naming the field at fault)."""
+    if request.method == "GET":
+        return Response(_config_state())
+    allowed, why = may_act(request.user)
+    if not allowed:
+        return Response({"detail": why}, status=status.HTTP_403_FORBIDDEN)
+    params = ConfigInput(data=request.data)
+    params.is_valid(raise_exception=True)
+    data = params.validated_data
+    if data["what_if"]:
+        return Response(config_what_if(data["values"]))
+    version = config_save(data["values"], actor=acting_user(request), reason=data.get("reason", ""))
+    return Response({**_config_state(), "saved": version.pk if version else None})
+
+
+@extend_schema(request=RollbackInput, responses=dict)
+@api_view(["POST"])
+@permission_classes([IsOperator])
+def config_rollback_view(request: Request, pk: int) -> Response:
+    """Save an earlier version's values as a new version (audited)."""
+    params = RollbackInput(data=request.data)
+    params.is_valid(raise_exception=True)
+    version = config_rollback(
+        pk, actor=acting_user(request), reason=params.validated_data.get("reason", "")
+    )
+    return Response({**_config_state(), "saved": version.pk if version else None})
 
 
 @extend_schema(responses=dict)

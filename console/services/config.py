@@ -1,15 +1,21 @@
-"""The balancer config: every change goes through here and is audited (the admin's save)."""
+"""The balancer config: every change is checked against the registry, saved as a new version
+(who, when, why, what changed) and audited. What-if plans a cycle with a draft, writing nothing."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from balancer.cycle import CyclePlan, plan_cycle
+from balancer.errors import BalancerError
+from balancer.registry import console_strategy, parameter_errors
 from console import selectors
-from console.models import AuditEvent, BalancerConfig
+from console.models import AuditEvent, BalancerConfig, ConfigVersion
+from console.services.errors import ConsoleError
 
 # The fields an operator may change, in the order the audit names them.
 EDITABLE = (
@@ -21,13 +27,68 @@ EDITABLE = (
     "is_auto_split_enabled",
     "loop_interval_s",
 )
+_KINDS = {"shedder": "shedder", "placement": "placement", "split_algorithm": "split"}
+
+
+def config_values(config: BalancerConfig) -> dict[str, Any]:
+    """The editable values of ``config``, by field."""
+    return {name: getattr(config, name) for name in EDITABLE}
+
+
+def config_changes_check(changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` (a subset of ``EDITABLE``) checked and made canonical: strategy names as the
+    registry spells them and runnable by the console, parameters known and in range, the loop
+    interval a positive number of seconds, the flags booleans.
+
+    Raises:
+        ConsoleError: 400 naming the first field at fault (``parameters.KEY`` for a parameter).
+    """
+    unknown = sorted(set(changes) - set(EDITABLE))
+    if unknown:
+        raise ConsoleError(f"{unknown[0]} is not a setting of the balancer", field=unknown[0])
+    out = dict(changes)
+    for field, kind in _KINDS.items():
+        if field in out:
+            if not isinstance(out[field], str):
+                raise ConsoleError(f"{field} is a strategy's name", field=field)
+            try:
+                out[field] = console_strategy(kind, out[field], field)
+            except BalancerError as exc:
+                raise ConsoleError(exc.message, field=field) from None
+    if "parameters" in out:
+        parameters = out["parameters"]
+        if not isinstance(parameters, dict):
+            raise ConsoleError(
+                "parameters are an object of Pulsar keys and values", field="parameters"
+            )
+        errors = parameter_errors(parameters)
+        if errors:
+            key = sorted(errors)[0]
+            raise ConsoleError(f"{key}: {errors[key]}", field=f"parameters.{key}")
+    for flag in ("is_shedding_enabled", "is_auto_split_enabled"):
+        if flag in out and not isinstance(out[flag], bool):
+            raise ConsoleError(f"{flag} is true or false", field=flag)
+    if "loop_interval_s" in out:
+        interval = out["loop_interval_s"]
+        if (
+            isinstance(interval, bool)
+            or not isinstance(interval, int | float)
+            or not 0 < interval <= 3600
+        ):
+            raise ConsoleError(
+                "the loop interval is more than 0 and at most 3,600 seconds",
+                field="loop_interval_s",
+            )
+        out["loop_interval_s"] = float(interval)
+    return out
 
 
 def balancer_config_update(
-    config: BalancerConfig, changes: dict[str, Any], *, actor: User | None
+    config: BalancerConfig, changes: dict[str, Any], *, actor: User | None, reason: str = ""
 ) -> BalancerConfig:
-    """Write ``changes`` (already validated against the registry) and audit what changed,
-    before and after, in one transaction. Unchanged values write nothing."""
+    """Write ``changes`` (already checked by ``config_changes_check``) in one transaction: the
+    config, a new ``ConfigVersion`` (the first edit also records the values as found) and an
+    audit row naming each change, before and after. Unchanged values write nothing."""
     changed = {
         name: (getattr(config, name), value)
         for name, value in changes.items()
@@ -35,22 +96,110 @@ def balancer_config_update(
     }
     if not changed:
         return config
+    now = timezone.now()
     with transaction.atomic():
+        if not ConfigVersion.objects.exists():
+            ConfigVersion.objects.create(
+                at=now, reason="as found before the first edit", values=config_values(config)
+            )
         for name, (_, value) in changed.items():
             setattr(config, name, value)
         config.save(update_fields=list(changed))
+        ConfigVersion.objects.create(
+            at=now,
+            actor=actor,
+            reason=reason,
+            values=config_values(config),
+            changes={name: [old, new] for name, (old, new) in changed.items()},
+        )
+        said = "; ".join(f"{name}: {old!r} → {new!r}" for name, (old, new) in changed.items())
         AuditEvent.objects.create(
-            at=timezone.now(),
+            at=now,
             actor=actor,
             action=AuditEvent.Action.CONFIG,
             target="balancer config",
-            reason="; ".join(f"{name}: {old!r} → {new!r}" for name, (old, new) in changed.items()),
+            reason=f"Operator's reason: {reason}. {said}" if reason else said,
         )
     return config
 
 
+def config_save(
+    changes: dict[str, Any], *, actor: User | None, reason: str = ""
+) -> ConfigVersion | None:
+    """Check and save an operator's edit as a new version; None when nothing changed.
+
+    Raises:
+        ConsoleError: 400 naming the field at fault; nothing is written then.
+    """
+    checked = config_changes_check(changes)
+    config = selectors.balancer_config_get()
+    before = ConfigVersion.objects.order_by("-id").values_list("id", flat=True).first()
+    balancer_config_update(config, checked, actor=actor, reason=reason)
+    latest = ConfigVersion.objects.order_by("-id").first()
+    return latest if latest is not None and latest.pk != before else None
+
+
+def config_rollback(
+    version_id: int, *, actor: User | None, reason: str = ""
+) -> ConfigVersion | None:
+    """Save the values of an earlier version as a new version (history is never rewritten).
+
+    Raises:
+        ConsoleError: 404 no such version; 400 when its values no longer pass the checks (a
+            strategy since removed).
+    """
+    version = ConfigVersion.objects.filter(pk=version_id).first()
+    if version is None:
+        raise ConsoleError(f"no config version {version_id}", status=404, field="version")
+    said = f"rollback to version {version.pk}" + (f": {reason}" if reason else "")
+    return config_save(dict(version.values), actor=actor, reason=said)
+
+
 def shedding_pause_set(paused: bool, *, actor: User | None) -> BalancerConfig:
     """Pause (or resume) shedding: the loop keeps ticking — lost brokers, drains, placements —
-    but unloads nothing for load until resumed. Audited as a config change."""
+    but unloads nothing for load until resumed. Saved as a version and audited."""
+    config_save(
+        {"is_shedding_enabled": not paused}, actor=actor, reason="paused" if paused else "resumed"
+    )
+    return selectors.balancer_config_get()
+
+
+def _plan_summary(plan: CyclePlan) -> dict[str, Any]:
+    return {
+        "reason": plan.reason,
+        "strategy": plan.strategy,
+        "summary": plan.summary(),
+        "actions": [a.as_dict() for a in plan.actions],
+        "before": plan.before.as_dict(),
+        "after": plan.after.as_dict(),
+    }
+
+
+def config_what_if(changes: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
+    """The cycle over the current snapshot with the current config and with the draft
+    (``changes`` applied), writing nothing: ``{"current", "draft"}``, each the plan's reason,
+    strategy, one-line summary, actions, and statistics before and predicted after.
+
+    Raises:
+        ConsoleError: 400 naming the draft's field at fault.
+    """
+    checked = config_changes_check(changes)
+    now = now or timezone.now()
     config = selectors.balancer_config_get()
-    return balancer_config_update(config, {"is_shedding_enabled": not paused}, actor=actor)
+    draft = BalancerConfig(
+        **{
+            **{f.name: getattr(config, f.name) for f in BalancerConfig._meta.concrete_fields},
+            **checked,
+        }
+    )
+    snapshot = selectors.cluster_snapshot_get(now=now)
+    out = {}
+    for name, row in (("current", config), ("draft", draft)):
+        try:
+            plan = plan_cycle(
+                snapshot, selectors.cycle_config_get(row), config.state, now.timestamp()
+            )
+        except BalancerError as exc:
+            raise ConsoleError(exc.message, field=exc.field or "parameters") from None
+        out[name] = _plan_summary(plan)
+    return out

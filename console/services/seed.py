@@ -6,7 +6,7 @@ import itertools
 import secrets
 from pathlib import Path
 
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Group, User
 from django.db import transaction
 
 from balancer.bundles import initial_boundaries
@@ -69,26 +69,14 @@ def demo_operator_ensure(password_file: Path, username: str = "operator") -> tup
     """The demo operator's (username, password); created with a random password kept in
     ``password_file`` (mode 600) so that every ``make run`` can print it."""
     group, _ = Group.objects.get_or_create(name=OPERATORS_GROUP)
-    # Operators edit the balancer config and broker states in the admin.
-    group.permissions.add(
-        *Permission.objects.filter(
-            codename__in=[
-                "view_balancerconfig",
-                "change_balancerconfig",
-                "view_broker",
-                "change_broker",
-            ]
-        )
-    )
     user = User.objects.filter(username=username).first()
     if user is not None and password_file.exists():
         return username, password_file.read_text().strip()
     password = secrets.token_urlsafe(12)
     if user is None:
-        user = User.objects.create_user(username=username, password=password, is_staff=True)
+        user = User.objects.create_user(username=username, password=password)
     else:
         user.set_password(password)
-        user.is_staff = True
         user.save()
     user.groups.add(group)
     password_file.parent.mkdir(parents=True, exist_ok=True)

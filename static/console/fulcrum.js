@@ -716,6 +716,176 @@ const Fulcrum = (() => {
     return open;
   }
 
+  // The strategy config: a form from the registry, what-if against the current config, saves
+  // as versions, rollback.
+  function config(state, entries, isOperator) {
+    const form = document.getElementById("config-form");
+    const result = document.getElementById("result");
+    const KIND = {shedder: "shedder", placement: "placement", split_algorithm: "split"};
+    const entry = (kind, name) => entries.find((e) => e.kind === KIND[kind] && e.name === name);
+    let values = state.values;
+
+    function fill() {
+      Object.keys(KIND).forEach((field) => {
+        const select = form.elements[field];
+        select.innerHTML = "";
+        entries.filter((e) => e.kind === KIND[field]).forEach((e) => {
+          const option = el("option", {value: e.name}, e.inConsole ? e.name : `${e.name} (not in the console)`);
+          option.disabled = !e.inConsole;
+          option.title = e.inConsole ? e.summary : e.whyNot;
+          select.appendChild(option);
+        });
+        select.value = values[field];
+      });
+      form.elements.is_shedding_enabled.checked = values.is_shedding_enabled;
+      form.elements.is_auto_split_enabled.checked = values.is_auto_split_enabled;
+      form.elements.loop_interval_s.value = values.loop_interval_s;
+      describe();
+    }
+
+    // Each chosen strategy's description and source; the parameters they read.
+    function describe() {
+      const keys = new Map();
+      Object.keys(KIND).forEach((field) => {
+        const e = entry(field, form.elements[field].value);
+        const about = form.querySelector(`.strategy[data-kind="${field}"] .about`);
+        about.textContent = e ? `${e.summary} — ${e.source}` : "";
+        (e ? e.parameters : []).forEach((p) => keys.set(p.key, p));
+      });
+      const body = document.querySelector("#parameters tbody");
+      const typed = {};
+      body.querySelectorAll("input[data-key]").forEach((i) => { typed[i.dataset.key] = i.value; });
+      body.innerHTML = "";
+      [...keys.values()].sort((a, b) => a.key.localeCompare(b.key)).forEach((p) => {
+        const tr = el("tr", {"data-key": p.key});
+        tr.appendChild(el("td", {}, p.key));
+        const cell = el("td");
+        const input = el("input", {"data-key": p.key, size: 10, placeholder: String(p.default)});
+        const current = p.key in typed ? typed[p.key] : values.parameters[p.key];
+        input.value = current === undefined || current === null ? "" : String(current);
+        input.disabled = !isOperator;
+        input.addEventListener("input", markDirty);
+        cell.appendChild(input);
+        tr.appendChild(cell);
+        const range = p.minimum === null && p.maximum === null ? "any" : `${p.minimum ?? "−∞"} … ${p.maximum ?? "∞"}`;
+        [p.unit || "", String(p.default), range, p.source].forEach((v) => tr.appendChild(el("td", {}, v)));
+        body.appendChild(tr);
+      });
+      if (!keys.size) body.appendChild(el("tr")).appendChild(el("td", {colspan: 6, class: "muted"}, "These strategies read no parameter."));
+    }
+
+    // The draft: the form's values; parameters typed as numbers or booleans, blanks left out
+    // (the default applies), keys of strategies not chosen kept as they were.
+    function draft() {
+      const parameters = {...values.parameters};
+      document.querySelectorAll("#parameters input[data-key]").forEach((input) => {
+        const raw = input.value.trim();
+        if (raw === "") { delete parameters[input.dataset.key]; return; }
+        parameters[input.dataset.key] = raw === "true" ? true : raw === "false" ? false
+          : (raw !== "" && !Number.isNaN(Number(raw))) ? Number(raw) : raw;
+      });
+      return {
+        shedder: form.elements.shedder.value, placement: form.elements.placement.value,
+        split_algorithm: form.elements.split_algorithm.value, parameters,
+        is_shedding_enabled: form.elements.is_shedding_enabled.checked,
+        is_auto_split_enabled: form.elements.is_auto_split_enabled.checked,
+        loop_interval_s: Number(form.elements.loop_interval_s.value),
+      };
+    }
+    const changes = () => {
+      const d = draft();
+      return Object.keys(d).filter((k) => JSON.stringify(d[k]) !== JSON.stringify(values[k]))
+        .map((k) => `${k}: ${JSON.stringify(values[k])} → ${JSON.stringify(d[k])}`);
+    };
+    function markDirty() {
+      const dirty = document.getElementById("dirty");
+      if (dirty) dirty.textContent = changes().length ? `${changes().length} change(s) not saved` : "";
+    }
+
+    function versions() {
+      const body = document.querySelector("#versions tbody");
+      body.innerHTML = "";
+      state.versions.forEach((v, i) => {
+        const tr = el("tr", {"data-version": v.id});
+        tr.appendChild(el("td", {}, `${v.id}${i === 0 ? " (current)" : ""}`));
+        tr.appendChild(el("td", {}, utc(v.at)));
+        tr.appendChild(el("td", {}, v.actor));
+        tr.appendChild(el("td", {}, v.reason || "—"));
+        const diff = el("td", {class: "diff"});
+        const changed = Object.entries(v.changes || {});
+        if (!changed.length) diff.textContent = "the values as found";
+        changed.forEach(([k, [old, now]]) => diff.appendChild(el("div", {}, `${k}: ${JSON.stringify(old)} → ${JSON.stringify(now)}`)));
+        tr.appendChild(diff);
+        const act = el("td");
+        if (isOperator && i > 0) {
+          const button = el("button", {class: "rollback"}, "Roll back to this…");
+          button.addEventListener("click", async () => {
+            if (!confirm(`Save version ${v.id}'s values as a new version? The shedding loop uses them from its next tick. Audited.`)) return;
+            try {
+              state = await post(`/api/config/versions/${v.id}/rollback/`, {reason: form.elements.reason.value});
+              values = state.values; fill(); versions();
+              result.className = "result"; result.textContent = state.saved ? `Rolled back: version ${state.saved} has version ${v.id}'s values.` : "Nothing to change: these are the current values.";
+            } catch (err) { result.className = "result error"; result.textContent = `Rollback refused: ${err.message}`; }
+          });
+          act.appendChild(button);
+        }
+        tr.appendChild(act);
+        body.appendChild(tr);
+      });
+    }
+
+    Object.keys(KIND).forEach((field) => form.elements[field].addEventListener("change", () => { describe(); markDirty(); }));
+    form.querySelectorAll(".loop-fields input").forEach((i) => i.addEventListener("change", markDirty));
+    if (!isOperator) form.querySelectorAll("select, input").forEach((i) => { i.disabled = true; });
+    if (isOperator) {
+      document.getElementById("what-if").addEventListener("click", async () => {
+        result.className = "result"; result.textContent = "Planning a cycle with each config…";
+        try {
+          const answer = await post("/api/config/", {values: draft(), what_if: true});
+          const box = document.getElementById("what-if-result");
+          box.hidden = false;
+          const body = document.querySelector("#compare tbody");
+          body.innerHTML = "";
+          const rows = [
+            ["strategy", (p) => p.strategy], ["reason", (p) => p.reason], ["plan", (p) => p.summary],
+            ["unloads", (p) => p.actions.filter((a) => a.kind === "unload" && a.outcome === "planned").length],
+            ["vetoed", (p) => p.actions.filter((a) => a.outcome === "vetoed").length],
+            ["CV now → predicted", (p) => `${p.before.cv.toFixed(3)} → ${p.after.cv.toFixed(3)}`],
+            ["max / mean now → predicted", (p) => `${p.before.maxOverMean.toFixed(2)} → ${p.after.maxOverMean.toFixed(2)}`],
+          ];
+          rows.forEach(([label, get]) => {
+            const tr = el("tr");
+            tr.appendChild(el("th", {}, label));
+            tr.appendChild(el("td", {}, String(get(answer.current))));
+            tr.appendChild(el("td", {}, String(get(answer.draft))));
+            body.appendChild(tr);
+          });
+          ["current", "draft"].forEach((name) => {
+            const list = document.getElementById(`${name}-actions`);
+            renderPlan({summary: answer[name].summary, plan: {actions: answer[name].actions,
+              stats: {before: answer[name].before, after: answer[name].after}}},
+              {summary: el("span"), actions: list, stats: el("span")});
+            if (!answer[name].actions.length) list.appendChild(el("li", {class: "muted"}, "no action"));
+          });
+          result.textContent = "What-if done: nothing was saved or moved.";
+        } catch (err) { result.className = "result error"; result.textContent = `Draft refused: ${err.message}`; }
+      });
+      document.getElementById("save").addEventListener("click", async () => {
+        const list = changes();
+        if (!list.length) { result.className = "result"; result.textContent = "Nothing changed."; return; }
+        if (!confirm(`Save these changes as a new version?\n\n${list.join("\n")}\n\nThe shedding loop uses them from its next tick. Audited.`)) return;
+        try {
+          state = await post("/api/config/", {values: draft(), reason: form.elements.reason.value});
+          values = state.values; fill(); versions(); markDirty();
+          form.elements.reason.value = "";
+          result.className = "result"; result.textContent = `Saved as version ${state.saved}.`;
+        } catch (err) { result.className = "result error"; result.textContent = `Refused: ${err.message}`; }
+      });
+    }
+    fill();
+    versions();
+  }
+
   // A broker's page: load over time with the moves that touched it as markers; Drain/Activate.
   function broker(name, initial, isOperator) {
     const result = document.getElementById("result");
@@ -851,5 +1021,5 @@ const Fulcrum = (() => {
     connect();
   }
 
-  return {dashboard, decision, broker, bundles, bundleMap, domains, reports, reportCharts, on, connect};
+  return {dashboard, config, decision, broker, bundles, bundleMap, domains, reports, reportCharts, on, connect};
 })();

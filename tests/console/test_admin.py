@@ -40,15 +40,17 @@ def test_config_form_checks_each_parameter_against_its_range(db):
     ]
 
 
-def test_demo_operator_can_edit_the_config_in_the_admin(db, tmp_path, client):
+def test_the_demo_operator_edits_the_config_in_the_console_not_the_admin(cluster, tmp_path, client):
     from console.services.seed import demo_operator_ensure
 
     username, password = demo_operator_ensure(tmp_path / "pw")
     assert demo_operator_ensure(tmp_path / "pw") == (username, password)  # idempotent
     response = client.post("/login/", {"username": username, "password": password})
     assert response.status_code == 302
-    assert client.get("/admin/console/balancerconfig/").status_code == 200
-    assert client.get("/admin/console/decision/").status_code == 403
+    assert client.get("/config/").status_code == 200
+    # The Django admin is for superusers only.
+    assert client.get("/admin/console/balancerconfig/").status_code == 302
+    assert client.get("/admin/").status_code == 302
 
 
 def test_console_runs_danube_on_bundles_and_refuses_what_it_cannot_run(db):

@@ -295,8 +295,8 @@ def test_pause_and_resume_shedding_audited_and_for_operators_only(cluster, opera
     assert operator_client.post("/api/loop/resume/").json()["sheddingEnabled"] is True
     events = list(AuditEvent.objects.filter(action="config").order_by("id"))
     assert [e.reason for e in events] == [
-        "is_shedding_enabled: True → False",
-        "is_shedding_enabled: False → True",
+        "Operator's reason: paused. is_shedding_enabled: True → False",
+        "Operator's reason: resumed. is_shedding_enabled: False → True",
     ]
     assert {e.actor.username for e in events} == {"alice"}
 
@@ -454,3 +454,72 @@ def test_the_broker_page_shows_its_bundles_actions_and_drain_for_operators(
     client.force_login(viewer)
     assert "Drain…" not in client.get("/brokers/broker-1/").content.decode()
     assert client.get("/brokers/ghost/").status_code == 404
+
+
+def test_config_what_if_save_as_versions_and_rollback(owned, operator_client, viewer):
+    from console.models import BalancerConfig, ConfigVersion
+
+    state = operator_client.get("/api/config/").json()
+    assert state["values"]["shedder"] == "ThresholdShedder"
+    assert state["versions"] == []
+    draft = {**state["values"], "shedder": "uniform_load_shedder"}
+    what_if = operator_client.post(
+        "/api/config/", {"values": draft, "what_if": True}, format="json"
+    ).json()
+    assert what_if["current"]["strategy"] == "ThresholdShedder"
+    assert what_if["draft"]["strategy"] == "UniformLoadShedder"
+    assert "cv" in what_if["draft"]["after"]
+    assert ConfigVersion.objects.count() == 0  # a what-if saves nothing
+    saved = operator_client.post(
+        "/api/config/", {"values": draft, "reason": "try uniform"}, format="json"
+    ).json()
+    assert saved["values"]["shedder"] == "UniformLoadShedder"  # canonical name
+    first, original = saved["versions"][0], saved["versions"][1]
+    assert first["changes"] == {"shedder": ["ThresholdShedder", "UniformLoadShedder"]}
+    assert first["reason"] == "try uniform"
+    assert first["actor"] == "alice"
+    assert original["reason"] == "as found before the first edit"
+    event = AuditEvent.objects.get(action="config")
+    assert event.reason == (
+        "Operator's reason: try uniform. shedder: 'ThresholdShedder' → 'UniformLoadShedder'"
+    )
+    same = operator_client.post("/api/config/", {"values": draft}, format="json").json()
+    assert same["saved"] is None  # nothing changed, nothing written
+    back = operator_client.post(
+        f"/api/config/versions/{original['id']}/rollback/", {"reason": "worse"}, format="json"
+    ).json()
+    assert back["values"]["shedder"] == "ThresholdShedder"
+    assert back["versions"][0]["reason"] == f"rollback to version {original['id']}: worse"
+    assert BalancerConfig.objects.get().shedder == "ThresholdShedder"
+    assert ConfigVersion.objects.count() == 3
+    assert operator_client.post("/api/config/versions/999/rollback/").status_code == 404
+
+
+def test_config_refusals_name_the_field_and_write_nothing(owned, operator_client, viewer):
+    from console.models import ConfigVersion
+
+    values = operator_client.get("/api/config/").json()["values"]
+    for change, field in (
+        ({"shedder": "Nope"}, "shedder"),
+        ({"split_algorithm": "flow_or_qps_equally_divide"}, "split_algorithm"),
+        ({"parameters": {"maxUnloadPercentage": 2}}, "parameters.maxUnloadPercentage"),
+        ({"parameters": {"typo": 1}}, "parameters.typo"),
+        ({"parameters": []}, "parameters"),
+        ({"loop_interval_s": 0}, "loop_interval_s"),
+        ({"loop_interval_s": True}, "loop_interval_s"),
+        ({"is_shedding_enabled": "yes"}, "is_shedding_enabled"),
+        ({"state": {}}, "state"),
+    ):
+        for what_if in (True, False):
+            response = operator_client.post(
+                "/api/config/", {"values": {**values, **change}, "what_if": what_if}, format="json"
+            )
+            assert response.status_code == 400, (change, response.content)
+            assert response.json()["error"]["field"] == field
+    assert ConfigVersion.objects.count() == 0
+    assert AuditEvent.objects.filter(action="config").count() == 0
+    client = APIClient()
+    client.force_authenticate(viewer)
+    assert client.get("/api/config/").status_code == 200
+    assert client.post("/api/config/", {"values": values}, format="json").status_code == 403
+    assert client.post("/api/config/versions/1/rollback/").status_code == 403

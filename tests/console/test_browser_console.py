@@ -341,5 +341,46 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             page.click("#state-cancel")
             browser.close()
         assert AuditEvent.objects.filter(
-            action="config", reason="is_shedding_enabled: True → False"
+            action="config", reason__endswith="is_shedding_enabled: True → False"
         ).exists()
+
+    def test_config_edit_what_if_save_version_and_rollback(self):
+        from playwright.sync_api import expect, sync_playwright
+
+        from console.models import BalancerConfig
+
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+            page = self.login(browser, "alice", "s3cret-pass")
+            page.click("header nav a:text('Config')")
+            page.wait_for_url(f"{self.live_server_url}/config/")
+            expect(page.locator(".strategy[data-kind='shedder'] .about")).to_contain_text(
+                "PULSAR.md"
+            )
+            page.select_option("select[name=shedder]", "UniformLoadShedder")
+            expect(page.locator("#parameters tr[data-key='maxUnloadPercentage']")).to_contain_text(
+                "fraction"
+            )
+            page.fill("#parameters input[data-key='maxUnloadPercentage']", "2")
+            page.click("#what-if")
+            expect(page.locator("#result")).to_contain_text("maxUnloadPercentage")  # refused
+            page.fill("#parameters input[data-key='maxUnloadPercentage']", "0.5")
+            page.click("#what-if")
+            expect(page.locator("#compare")).to_contain_text("UniformLoadShedder")
+            expect(page.locator("#result")).to_contain_text("nothing was saved or moved")
+            assert BalancerConfig.objects.get().shedder == "ThresholdShedder"
+            page.fill("input[name=reason]", "even out msg rates")
+            page.once("dialog", lambda dialog: dialog.accept())
+            page.click("#save")
+            expect(page.locator("#result")).to_contain_text("Saved as version 2")
+            expect(page.locator("#versions tbody tr").first).to_contain_text(
+                'shedder: "ThresholdShedder" → "UniformLoadShedder"'
+            )
+            page.screenshot(path=str(SHOTS / "config.png"), full_page=True)
+            page.once("dialog", lambda dialog: dialog.accept())
+            page.locator("#versions tr[data-version='1'] button.rollback").click()
+            expect(page.locator("#result")).to_contain_text("version 3 has version 1's values")
+            expect(page.locator("select[name=shedder]")).to_have_value("ThresholdShedder")
+            browser.close()
+        assert BalancerConfig.objects.get().shedder == "ThresholdShedder"
+        assert BalancerConfig.objects.get().parameters.get("maxUnloadPercentage") is None
