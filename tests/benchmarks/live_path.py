@@ -181,7 +181,11 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         pool.shutdown()
         web.terminate()
-        web.wait(timeout=20)
+        try:
+            web.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # workers still closing their websockets
+            web.kill()
+            web.wait()
         redis.terminate()
         shutil.rmtree(workdir, ignore_errors=True)
 
