@@ -705,6 +705,8 @@ def audit_events(params: Mapping[str, str]) -> QuerySet[AuditEvent]:
         value = str(params.get(key) or "").strip()
         if len(value) > 300:
             raise ConsoleError(f"{key} is at most 300 characters", field=key)
+        if "\x00" in value:  # PostgreSQL text cannot hold it; no name or reason has one
+            raise ConsoleError(f"{key} contains a NUL character", field=key)
         values[key] = value
     if values["actor"]:
         rows = (

@@ -121,6 +121,7 @@ const Fulcrum = (() => {
       health.nextTick = new Date(Date.parse(p.at) + health.intervalS * 1000).toISOString();
       health.overdue = false;
       showHealth();
+      countdown();
     });
     const list = document.getElementById("decisions");
     renderFeed(list, feed);
@@ -147,13 +148,15 @@ const Fulcrum = (() => {
       const toggle = document.getElementById("loop-toggle");
       if (toggle) toggle.textContent = health.sheddingEnabled ? "Pause shedding…" : "Resume shedding…";
     }
-    setInterval(() => {
+    function countdown() {
       const next = document.getElementById("next-tick");
       if (!health.nextTick) { next.textContent = "—"; return; }
       const wait = Math.round((Date.parse(health.nextTick) - Date.now()) / 1000);
       next.textContent = wait > 0 ? `in ${wait} s` : "due now";
       if (wait < -3 * health.intervalS) { health.overdue = true; document.getElementById("loop-overdue").hidden = false; }
-    }, 1000);
+    }
+    countdown();
+    setInterval(countdown, 1000);
     const toggle = document.getElementById("loop-toggle");
     if (toggle) toggle.addEventListener("click", async () => {
       const pause = health.sheddingEnabled;

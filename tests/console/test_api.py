@@ -332,6 +332,16 @@ def test_audit_filters_search_pages_and_csv(owned, operator_client, client, oper
     assert bad.status_code == 400
     assert bad.json()["error"]["field"] == "action"
     assert operator_client.get("/api/audit/", {"since": "yesterday"}).status_code == 400
+    nul = operator_client.get("/api/audit/", {"q": "a\x00b"})
+    assert nul.status_code == 400  # refused before any query (PostgreSQL text cannot hold NUL)
+    assert "NUL" in nul.json()["error"]["message"]
+    assert operator_client.get("/api/brokers/a%00b/history/").status_code == 400
+    assert client.get("/brokers/a%00b/").status_code == 400
+    from console.selectors import audit_events
+    from console.services.errors import ConsoleError
+
+    with pytest.raises(ConsoleError, match="NUL"):
+        audit_events({"broker": "a\x00"})
     assert operator_client.get("/api/audit/", {"page_size": 1}).json()["next"]
 
     client.force_login(operator)

@@ -309,6 +309,16 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator("#actions tbody tr").first).to_contain_text("operator unload of")
             expect(page.locator("#events")).to_contain_text("alice")
             page.screenshot(path=str(SHOTS / "decision.png"), full_page=True)
+            # The decision page of the real tick above: the shedder's rule and its figures.
+            from console.models import Decision
+
+            tick = Decision.objects.filter(kind="shed").order_by("id").first()
+            page.goto(f"{self.live_server_url}/decisions/{tick.pk}/")
+            expect(page.locator("h2").filter(has_text="The rule that fired")).to_contain_text(
+                "ThresholdShedder"
+            )
+            expect(page.locator("#rule")).to_contain_text("threshold")
+            expect(page.locator("#actions")).to_contain_text("No action")
 
             # The audit, filtered to alice's unloads; the CSV link carries the same filters.
             page.click("header nav a:text('Audit')")
@@ -372,14 +382,15 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             page.fill("input[name=reason]", "even out msg rates")
             page.once("dialog", lambda dialog: dialog.accept())
             page.click("#save")
-            expect(page.locator("#result")).to_contain_text("Saved as version 2")
-            expect(page.locator("#versions tbody tr").first).to_contain_text(
-                'shedder: "ThresholdShedder" → "UniformLoadShedder"'
-            )
+            rows = page.locator("#versions tbody tr")
+            expect(rows).to_have_count(2)  # the values as found, and this save
+            saved, found = (rows.nth(i).get_attribute("data-version") for i in (0, 1))
+            expect(page.locator("#result")).to_have_text(f"Saved as version {saved}.")
+            expect(rows.first).to_contain_text('shedder: "ThresholdShedder" → "UniformLoadShedder"')
             page.screenshot(path=str(SHOTS / "config.png"), full_page=True)
             page.once("dialog", lambda dialog: dialog.accept())
-            page.locator("#versions tr[data-version='1'] button.rollback").click()
-            expect(page.locator("#result")).to_contain_text("version 3 has version 1's values")
+            page.locator(f"#versions tr[data-version='{found}'] button.rollback").click()
+            expect(page.locator("#result")).to_contain_text(f"has version {found}'s values")
             expect(page.locator("select[name=shedder]")).to_have_value("ThresholdShedder")
             browser.close()
         assert BalancerConfig.objects.get().shedder == "ThresholdShedder"
