@@ -817,7 +817,19 @@ const Fulcrum = (() => {
         const diff = el("td", {class: "diff"});
         const changed = Object.entries(v.changes || {});
         if (!changed.length) diff.textContent = "the values as found";
-        changed.forEach(([k, [old, now]]) => diff.appendChild(el("div", {}, `${k}: ${JSON.stringify(old)} → ${JSON.stringify(now)}`)));
+        changed.forEach(([k, [old, now]]) => {
+          if (k !== "parameters") {
+            diff.appendChild(el("div", {}, `${k}: ${JSON.stringify(old)} → ${JSON.stringify(now)}`));
+            return;
+          }
+          // Parameters key by key: only those that changed ("default" where none was set).
+          [...new Set([...Object.keys(old || {}), ...Object.keys(now || {})])].sort().forEach((key) => {
+            const a = (old || {})[key], b = (now || {})[key];
+            if (JSON.stringify(a) === JSON.stringify(b)) return;
+            const said = (v) => (v === undefined ? "default" : JSON.stringify(v));
+            diff.appendChild(el("div", {}, `${key}: ${said(a)} → ${said(b)}`));
+          });
+        });
         tr.appendChild(diff);
         const act = el("td");
         if (isOperator && i > 0) {

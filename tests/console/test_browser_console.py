@@ -387,6 +387,7 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             saved, found = (rows.nth(i).get_attribute("data-version") for i in (0, 1))
             expect(page.locator("#result")).to_have_text(f"Saved as version {saved}.")
             expect(rows.first).to_contain_text('shedder: "ThresholdShedder" → "UniformLoadShedder"')
+            expect(rows.first).to_contain_text("maxUnloadPercentage: default → 0.5")
             page.screenshot(path=str(SHOTS / "config.png"), full_page=True)
             page.once("dialog", lambda dialog: dialog.accept())
             page.locator(f"#versions tr[data-version='{found}'] button.rollback").click()
