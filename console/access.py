@@ -48,3 +48,22 @@ def role(request: Any) -> dict[str, Any]:
         return {}
     allowed, why = may_act(user)
     return {"role": role_of(user), "read_only": "" if allowed else why}
+
+
+def actor_check(actor: Any, *, admin: bool = False) -> None:
+    """Refuse an action to someone whose role does not allow it: an operator's (or, with
+    ``admin``, a superuser's). ``None`` is the balancer itself, or a command run on the server.
+    Every service that changes the cluster or its config calls this first.
+
+    Raises:
+        ConsoleError: 403 with why.
+    """
+    from console.services.errors import ConsoleError  # a leaf module: no cycle
+
+    if actor is None:
+        return
+    if admin and not getattr(actor, "is_superuser", False):
+        raise ConsoleError("this action needs an admin (a superuser)", status=403)
+    allowed, why = may_act(actor)
+    if not allowed:
+        raise ConsoleError(why, status=403)

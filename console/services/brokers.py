@@ -12,6 +12,7 @@ from django.utils import timezone
 from balancer.cycle import CyclePlan, plan_activate, plan_drain
 from balancer.errors import BalancerError
 from console import selectors
+from console.access import actor_check
 from console.models import Broker, Decision
 from console.services.apply import plan_apply
 from console.services.errors import ConsoleError
@@ -32,6 +33,7 @@ def broker_state_set(
         ConsoleError: 404 unknown broker; 400 for a state other than draining or active; 409 when
             draining would leave no serving broker.
     """
+    actor_check(actor)
     now = now or timezone.now()
     if state not in (Broker.State.DRAINING, Broker.State.ACTIVE):
         raise ConsoleError("state must be draining or active", field="state")

@@ -25,6 +25,7 @@ from balancer.cycle import (
 from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
 from console import selectors
+from console.access import actor_check
 from console.models import Bundle, Decision, Namespace
 from console.services.apply import bundle_rows, plan_apply
 from console.services.errors import ConsoleError
@@ -153,6 +154,7 @@ def bundle_unload(
             rate limit, blacklist, a destination the placement filters refuse — ``force``
             overrides these), or another operator moved it first.
     """
+    actor_check(actor)
     now = now or timezone.now()
     row = _bundle(bundle_name)
     _check_expected(row, expected_owner)
@@ -223,6 +225,7 @@ def bundle_split(
             409 when the bundle changed owner since ``expected_owner``, the algorithm needs
             per-topic data, finds no boundary, or the bundle is blacklisted (unless ``force``).
     """
+    actor_check(actor)
     now = now or timezone.now()
     row = _bundle(bundle_name)
     _check_expected(row, expected_owner)

@@ -14,6 +14,7 @@ from balancer.cycle import CyclePlan, plan_cycle
 from balancer.errors import BalancerError
 from balancer.registry import console_strategy, parameter_errors
 from console import selectors
+from console.access import actor_check
 from console.models import AuditEvent, BalancerConfig, ConfigVersion
 from console.services.errors import ConsoleError
 
@@ -131,6 +132,7 @@ def config_save(
     Raises:
         ConsoleError: 400 naming the field at fault; nothing is written then.
     """
+    actor_check(actor)
     checked = config_changes_check(changes)
     config = selectors.balancer_config_get()
     before = ConfigVersion.objects.order_by("-id").values_list("id", flat=True).first()
@@ -148,6 +150,7 @@ def config_rollback(
         ConsoleError: 404 no such version; 400 when its values no longer pass the checks (a
             strategy since removed).
     """
+    actor_check(actor)
     version = ConfigVersion.objects.filter(pk=version_id).first()
     if version is None:
         raise ConsoleError(f"no config version {version_id}", status=404, field="version")

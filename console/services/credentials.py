@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from console.access import actor_check
 from console.models import AuditEvent, Broker, BrokerCredential
 from console.selectors import credential_cache_clear
 from console.services.errors import ConsoleError
@@ -43,6 +44,7 @@ def credential_rotate(broker: str, *, actor: User | None) -> tuple[BrokerCredent
     Raises:
         ConsoleError: 404 for an unknown broker.
     """
+    actor_check(actor, admin=True)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     now = timezone.now()
     with transaction.atomic():
@@ -66,6 +68,7 @@ def credential_revoke(broker: str, *, actor: User | None) -> int:
     Raises:
         ConsoleError: 404 for an unknown broker.
     """
+    actor_check(actor, admin=True)
     now = timezone.now()
     with transaction.atomic():
         revoked = _revoke_active(_broker(broker), now)

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from console.access import actor_check
 from console.models import AuditEvent, ReportRun
 from console.services.errors import ConsoleError
 
@@ -49,6 +50,7 @@ def report_run_request(*, actor: Any) -> ReportRun:
     Raises:
         ConsoleError: 409 while another run is queued or running.
     """
+    actor_check(actor)
     from console.celery import app
 
     report_runs_reap()

@@ -533,3 +533,36 @@ def test_config_refusals_name_the_field_and_write_nothing(owned, operator_client
     assert client.get("/api/config/").status_code == 200
     assert client.post("/api/config/", {"values": values}, format="json").status_code == 403
     assert client.post("/api/config/versions/1/rollback/").status_code == 403
+
+
+def test_services_refuse_viewers_themselves_not_only_the_api(owned, viewer, operator):
+    from django.test import override_settings
+
+    from console.services import broker_state_set, bundle_split, bundle_unload
+    from console.services.config import config_rollback, config_save, shedding_pause_set
+    from console.services.credentials import credential_revoke, credential_rotate
+    from console.services.errors import ConsoleError
+    from console.services.reports import report_run_request
+
+    refused = [
+        lambda who: bundle_unload(owned.name, actor=who),
+        lambda who: bundle_unload(owned.name, actor=who, preview=True),
+        lambda who: bundle_split(owned.name, actor=who),
+        lambda who: broker_state_set("broker-2", "draining", actor=who),
+        lambda who: config_save({"shedder": "AvgShedder"}, actor=who),
+        lambda who: config_rollback(1, actor=who),
+        lambda who: shedding_pause_set(True, actor=who),
+        lambda who: report_run_request(actor=who),
+    ]
+    for act in refused:
+        with pytest.raises(ConsoleError) as info:
+            act(viewer)
+        assert info.value.status == 403
+    with override_settings(FULCRUM_READ_ONLY=True), pytest.raises(ConsoleError, match="read-only"):
+        bundle_unload(owned.name, actor=operator)
+    # Broker credentials are an admin's (a superuser's), or a command's on the server.
+    for act in (credential_rotate, credential_revoke):
+        with pytest.raises(ConsoleError, match="admin"):
+            act("broker-1", actor=operator)
+    assert credential_rotate("broker-1", actor=None)[1]
+    assert AuditEvent.objects.exclude(action="credential").count() == 0
