@@ -62,9 +62,13 @@ const Fulcrum = (() => {
     return `${i ? n.toFixed(1) : Math.round(n)} ${units[i]}/s`;
   };
 
+  // The rankings, redrawn in place; a broker whose rank changed slides from its old row to its
+  // new one and is marked for a moment.
   function renderRankings(rows) {
     const body = document.querySelector("#rankings tbody");
     if (!body) return;
+    const before = new Map([...body.querySelectorAll("tr")].map((tr) =>
+      [tr.dataset.broker, {top: tr.getBoundingClientRect().top, rank: tr.firstChild && tr.firstChild.textContent}]));
     body.innerHTML = "";
     rows.forEach((r) => {
       const tr = document.createElement("tr");
@@ -81,6 +85,15 @@ const Fulcrum = (() => {
         tr.appendChild(td);
       });
       body.appendChild(tr);
+    });
+    body.querySelectorAll("tr").forEach((tr) => {
+      const old = before.get(tr.dataset.broker);
+      if (!old || old.rank === String(tr.firstChild.textContent)) return;
+      const shift = old.top - tr.getBoundingClientRect().top;
+      tr.classList.add("reranked");
+      tr.animate([{transform: `translateY(${shift}px)`}, {transform: "translateY(0)"}],
+        {duration: 600, easing: "ease-out"});
+      setTimeout(() => tr.classList.remove("reranked"), 2000);
     });
   }
 

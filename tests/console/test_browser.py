@@ -78,6 +78,8 @@ class TestConsoleInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator("#rankings tbody tr").last).to_have_attribute(
                 "data-broker", "broker-2"
             )
+            # Its rank changed: the row slides to its place and is marked for two seconds.
+            expect(page.locator("#rankings tr[data-broker='broker-2']")).to_have_class("reranked")
 
             # The namespace's table links each bundle to its panel on the bundle map; an unload
             # previewed and confirmed there changes the table's owner cell live.
