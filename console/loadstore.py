@@ -343,3 +343,20 @@ def clear() -> None:
     keys = list(redis_client.scan_iter(match=f"{settings.FULCRUM_LOAD_STORE_PREFIX}*", count=1000))
     if keys:
         redis_client.delete(*keys)
+
+
+def _published_key() -> str:
+    return f"{settings.FULCRUM_LOAD_STORE_PREFIX}rankings:published"
+
+
+def rankings_swap(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Record ``rows`` as the rankings last sent to the dashboards; the ones sent before (None:
+    none yet, or an entry nobody can read). One round trip (SET with GET)."""
+    found: Any = client().set(_published_key(), json.dumps(rows), get=True)
+    if not found:
+        return None
+    try:
+        previous = json.loads(found)
+    except ValueError:
+        return None
+    return previous if isinstance(previous, list) else None

@@ -36,3 +36,18 @@ def publish(event_type: str, payload: dict[str, Any], group: str = CLUSTER_GROUP
             log.warning("could not publish %s to %s", event_type, group, exc_info=True)
 
     transaction.on_commit(send)
+
+
+def rankings_delta(
+    previous: list[dict[str, Any]] | None, rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """What the dashboards need to go from the rankings they were last sent (``previous``; None:
+    nothing yet) to ``rows``: ``{"full", "order" (names, least loaded first), "changed" (the
+    rows that are new or differ)}``. A full message carries every row."""
+    before = {row["name"]: row for row in previous or ()}
+    changed = [row for row in rows if before.get(row["name"]) != row]
+    return {
+        "full": previous is None,
+        "order": [row["name"] for row in rows],
+        "changed": rows if previous is None else changed,
+    }

@@ -421,10 +421,9 @@ def load_reports_fold(*, batch: int = 5000) -> int:
             break
     if written:
         rows_now = selectors.broker_rankings()
-        realtime.publish(
-            realtime.LOAD_REPORTED,
-            {"rankings": rows_now, **selectors.current_imbalance(rows_now)},
-        )
+        # Only the rows that changed since the last message (the dashboards keep the rest).
+        delta = realtime.rankings_delta(loadstore.rankings_swap(rows_now), rows_now)
+        realtime.publish(realtime.LOAD_REPORTED, {**delta, **selectors.current_imbalance(rows_now)})
     return written
 
 

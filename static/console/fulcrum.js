@@ -19,7 +19,11 @@ const Fulcrum = (() => {
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     socket = new WebSocket(`${scheme}://${location.host}/ws/cluster/`);
-    socket.onopen = () => { attempt = 0; state("on", "live updates (websocket connected)"); };
+    socket.onopen = () => {
+      attempt = 0;
+      state("on", "live updates (websocket connected)");
+      (handlers["socket.open"] || []).forEach((fn) => fn());  // pages catch up on what they missed
+    };
     socket.onclose = () => {
       attempt += 1;
       const ceiling = Math.min(30000, 500 * 2 ** attempt);
@@ -118,15 +122,29 @@ const Fulcrum = (() => {
     });
   }
 
-  function dashboard(series, feed, health) {
+  function dashboard(series, feed, health, initialRankings) {
     const chart = document.getElementById("cv-chart");
     Plotly.newPlot(chart, [{x: series.at, y: series.cv, mode: "lines", name: "CV"}],
       {margin: {t: 10, r: 10, b: 40, l: 50}, yaxis: {title: {text: "CV of broker usage"}, rangemode: "tozero"},
        xaxis: {title: {text: "time (UTC)"}}}, {displayModeBar: false, responsive: true});
-    on("balancer.load_reported", (p) => {
-      renderRankings(p.rankings);
+    // The rankings as last received: a message carries the order and only the rows that
+    // changed (all of them when "full"); after a (re)connection the page asks for them whole.
+    const rankings = new Map(initialRankings.map((r) => [r.name, r]));
+    function showRankings(p) {
+      if (p.full) rankings.clear();
+      p.changed.forEach((r) => rankings.set(r.name, r));
+      renderRankings(p.order.map((name) => rankings.get(name)).filter(Boolean));
       document.getElementById("cv").textContent = p.cv.toFixed(3);
       document.getElementById("mean").textContent = `${Math.round(p.mean * 100)} %`;
+    }
+    on("balancer.load_reported", showRankings);
+    on("socket.open", async () => {
+      try {
+        const response = await fetch("/api/rankings/", {credentials: "same-origin"});
+        if (!response.ok) return;
+        const body = await response.json();
+        showRankings({full: true, order: body.rankings.map((r) => r.name), changed: body.rankings, cv: body.cv, mean: body.mean});
+      } catch (err) { /* the next message brings the changes */ }
     });
     on("balancer.cv_sampled", (p) => {
       Plotly.extendTraces(chart, {x: [[p.at]], y: [[p.cv]]}, [0], 720);

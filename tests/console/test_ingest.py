@@ -14,7 +14,7 @@ from console import loadstore, selectors
 from console.models import AuditEvent, Broker, Bundle, LoadReport
 from console.services import shedding_tick_run
 from console.services.ingest import load_reports_fold
-from tests.conftest import report
+from tests.conftest import ingest, report
 
 BUNDLE = "acme/orders/0x00000000_0x40000000"
 
@@ -261,3 +261,42 @@ def test_the_console_rotates_a_broker_token_and_shows_it_once(owns_one, client):
     token = shown[0].split("new token ")[1].split(" ")[0]
     assert post(token_client(token), report("broker-1", 5.0)).status_code == 201
     assert AuditEvent.objects.filter(action="credential", actor__username="root").exists()
+
+
+def test_the_fold_sends_dashboards_the_whole_rankings_once_then_only_what_changed(
+    cluster, monkeypatch
+):
+    from console import realtime
+
+    sent = []
+    monkeypatch.setattr(realtime, "publish", lambda kind, payload: sent.append((kind, payload)))
+    for name, cpu in (("broker-1", 10), ("broker-2", 20), ("broker-3", 30)):
+        ingest(report(name, cpu), as_broker=name)
+    assert load_reports_fold() == 3
+    ingest(report("broker-2", 50), as_broker="broker-2")
+    assert load_reports_fold() == 1
+    (kind, first), (_, second) = sent
+    assert kind == realtime.LOAD_REPORTED
+    assert first["full"] is True
+    assert [r["name"] for r in first["changed"]] == first["order"]
+    assert first["order"] == ["broker-1", "broker-2", "broker-3"]
+    assert second["full"] is False
+    # broker-2's load changed, and broker-3's rank with it; broker-1 is not sent again.
+    assert [(r["name"], r["rank"]) for r in second["changed"]] == [("broker-3", 2), ("broker-2", 3)]
+    assert second["changed"][1]["score"] == 50.0
+    assert second["order"] == ["broker-1", "broker-3", "broker-2"]
+    assert second["cv"] > first["cv"]
+
+
+def test_a_rankings_delta_names_new_changed_and_reordered_rows():
+    from console.realtime import rankings_delta
+
+    a, b = {"name": "a", "score": 1.0}, {"name": "b", "score": 2.0}
+    assert rankings_delta(None, [a, b]) == {"full": True, "order": ["a", "b"], "changed": [a, b]}
+    moved = {"name": "a", "score": 3.0}
+    assert rankings_delta([a, b], [b, moved]) == {
+        "full": False,
+        "order": ["b", "a"],
+        "changed": [moved],
+    }
+    assert rankings_delta([a, b], [a, b])["changed"] == []
