@@ -91,15 +91,22 @@ const Fulcrum = (() => {
       body.appendChild(tr);
     });
     body.querySelectorAll("tr").forEach((tr) => {
-      const old = before.get(tr.dataset.broker);
-      if (!old || old.rank === String(tr.firstChild.textContent)) return;
-      const shift = old.top - tr.getBoundingClientRect().top;
-      tr.classList.add("reranked");
-      tr.animate([{transform: `translateY(${shift}px)`}, {transform: "translateY(0)"}],
-        {duration: 600, easing: "ease-out"});
-      setTimeout(() => tr.classList.remove("reranked"), 2000);
+      const name = tr.dataset.broker, old = before.get(name);
+      if (old && old.rank !== String(tr.firstChild.textContent)) {
+        const shift = old.top - tr.getBoundingClientRect().top;
+        tr.animate([{transform: `translateY(${shift}px)`}, {transform: "translateY(0)"}],
+          {duration: 600, easing: "ease-out"});
+        reranked.set(name, Date.now() + 2000);
+        setTimeout(() => {
+          const row = body.querySelector(`tr[data-broker="${CSS.escape(name)}"]`);
+          if (row && (reranked.get(name) || 0) <= Date.now()) row.classList.remove("reranked");
+        }, 2050);
+      }
+      // The mark outlives a redraw within its two seconds.
+      if ((reranked.get(name) || 0) > Date.now()) tr.classList.add("reranked");
     });
   }
+  const reranked = new Map();  // broker -> until when (ms) its row stays marked
 
   // The decision list: acting decisions, and runs of quiet cycles as one line with a count.
   function renderFeed(list, feed) {
