@@ -65,6 +65,13 @@ from balancer.units import Seconds
 # Split algorithms that need only the bundle's range (load reports carry bundle totals, not the
 # per-topic hashes the other two need).
 RANGE_ONLY_SPLITS: Final = console_names("split")
+# A cycle's placements list their candidates' scores and filtered brokers (``Action.candidates``)
+# when it places at most this many bundles over at most EXPLAINED_BROKERS_TOTAL brokers × bundles:
+# the moves of a shedding cycle, not the thousands of bundles of a start.
+EXPLAINED_PLACEMENTS: Final = 16
+EXPLAINED_BROKERS_TOTAL: Final = 16_000
+# At most this many candidates, and as many filtered brokers, per place action.
+EXPLAINED_BROKERS: Final = 32
 # What each placement's score is, for the metric of a place action.
 PLACEMENT_METRICS: Final = {
     "LeastLongTermMessageRate": "longTermMsgRate",
@@ -129,6 +136,39 @@ class Metric:
 
 
 @dataclass(frozen=True, slots=True)
+class Candidate:
+    """A broker a placement weighed for one bundle: its score, or the filter that removed it.
+
+    Attributes:
+        broker: the broker.
+        score: the placement's figure for it (the unit of the place action's metric: msg/s for
+            LeastLongTermMessageRate, a fraction for LeastResourceUsageWithWeight, Danube's
+            ranking score); ``inf`` when it is over the overload bar; None when filtered out.
+        filter: the placement filter that removed it ("" when it was a candidate).
+        reason, detail: that filter's reason and its numbers, in words.
+    """
+
+    broker: str
+    score: float | None = None
+    filter: str = ""
+    reason: str = ""
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"broker", "score"}`` (null when infinite: over the overload bar), or ``{"broker",
+        "filter", "reason", "detail"}`` for a broker filtered out."""
+        if self.filter:
+            return {
+                "broker": self.broker,
+                "filter": self.filter,
+                "reason": self.reason,
+                "detail": self.detail,
+            }
+        score = self.score if self.score is not None and math.isfinite(self.score) else None
+        return {"broker": self.broker, "score": score}
+
+
+@dataclass(frozen=True, slots=True)
 class Action:
     """One action of a plan.
 
@@ -146,6 +186,9 @@ class Action:
         boundaries: split only: the cut points.
         children: split only: the names of the new bundles.
         strategy: the strategy (or "lifecycle", "operator") that proposed it.
+        candidates: place only, for the moves of a cycle: every broker the placement scored,
+            best first, then every broker its filters removed (at most ``EXPLAINED_BROKERS``
+            of each; see ``EXPLAINED_PLACEMENTS``).
     """
 
     kind: ActionKind
@@ -160,6 +203,7 @@ class Action:
     boundaries: tuple[int, ...] = ()
     children: tuple[str, ...] = ()
     strategy: str = ""
+    candidates: tuple[Candidate, ...] = ()
 
     def moved(self, source: str | None, destination: str | None) -> Action:
         """This action with another source and destination (a fast ``dataclasses.replace``)."""
@@ -176,6 +220,7 @@ class Action:
             self.boundaries,
             self.children,
             self.strategy,
+            self.candidates,
         )
 
     @property
@@ -207,6 +252,8 @@ class Action:
             out["children"] = list(self.children)
         out["strategy"] = self.strategy
         out["explanation"] = self.explanation
+        if self.candidates:
+            out["candidates"] = [c.as_dict() for c in self.candidates]
         return out
 
 
@@ -639,6 +686,8 @@ def _place(
             strategy=strategy,
             candidates=serving,
             sources=sources,
+            explain=len(batch) <= EXPLAINED_PLACEMENTS
+            and len(batch) * len(serving) <= EXPLAINED_BROKERS_TOTAL,
         )
     if batch:
         remembered = {k: v for k, v in after.items() if k != "preallocated"}
@@ -789,7 +838,23 @@ def _place_action(
         said,
         metric,
         strategy=strategy,
+        candidates=_candidates(placement),
     )
+
+
+def _candidates(placement: Placement) -> tuple[Candidate, ...]:
+    """Every broker a placement scored, best first (ties by name), then every broker its filters
+    removed, at most ``EXPLAINED_BROKERS`` of each; none for a batch placement, which keeps the
+    chosen broker's score only."""
+    if not placement.candidates and not placement.filtered:
+        return ()
+    scored = sorted(placement.scores.items(), key=lambda item: (item[1], item[0]))
+    out = [Candidate(broker, score) for broker, score in scored[:EXPLAINED_BROKERS]]
+    out += [
+        Candidate(r.broker, None, r.filter, str(r.reason), r.detail)
+        for r in placement.filtered[:EXPLAINED_BROKERS]
+    ]
+    return tuple(out)
 
 
 def _drained(snapshot: ClusterSnapshot, actions: list[Action], lost: Sequence[str]) -> list[Action]:

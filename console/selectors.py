@@ -657,6 +657,7 @@ def decision_explained(decision: Decision) -> dict[str, Any]:
         "observedCv": observed_cv,
         "rule": _rule(details, shedding, decision),
         "actions": details.get("actions", []),
+        "placements": _placements(details.get("actions", [])),
         "skipped": shedding.get("skipped", []),
         "stale": details.get("stale", []),
         "lost": details.get("lost", []),
@@ -677,6 +678,30 @@ def decision_explained(decision: Decision) -> dict[str, Any]:
             for e in events
         ],
     }
+
+
+def _placements(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The place actions that list their candidates (``Action.candidates``): ``bundle``,
+    ``destination``, ``strategy``, ``metric`` and ``unit`` of the scores, ``scored`` [{"broker",
+    "score"}] best first, ``filtered`` [{"broker", "filter", "reason", "detail"}]."""
+    out = []
+    for action in actions:
+        candidates = action.get("candidates") or []
+        if action.get("kind") != "place" or not candidates:
+            continue
+        metric = action.get("metric") or {}
+        out.append(
+            {
+                "bundle": action.get("bundle"),
+                "destination": action.get("destination"),
+                "strategy": action.get("strategy", ""),
+                "metric": metric.get("name", ""),
+                "unit": metric.get("unit", ""),
+                "scored": [c for c in candidates if "filter" not in c],
+                "filtered": [c for c in candidates if "filter" in c],
+            }
+        )
+    return out
 
 
 # The audit's filters: query parameter -> what it matches.

@@ -29,6 +29,7 @@ def place_many(
     strategy: str = "LeastLongTermMessageRate",
     candidates: Sequence[str] | None = None,
     sources: Mapping[str, str] | None = None,
+    explain: bool = False,
 ) -> tuple[list[Placement], dict[str, Any]]:
     """Place ``bundles`` one after the other, each seeing the ones placed before it.
 
@@ -36,8 +37,9 @@ def place_many(
     ``sources`` (the broker it was unloaded from) unless that would leave none. The decisions are
     those of :func:`balancer.placement.place.place` called in turn with the state threaded
     through; LeastLongTermMessageRate is computed on arrays, other strategies call ``place``.
-    Batch placements carry the chosen broker's score only (no per-broker rejection lists): call
-    ``place`` for the full explanation of one bundle.
+    Batch placements carry the chosen broker's score only (no per-broker rejection lists) unless
+    ``explain`` asks for every candidate's score and every filter's rejections (one ``place``
+    per bundle: the same decisions, slower).
 
     Returns:
         (one Placement per bundle in order, the state after the last one).
@@ -53,7 +55,7 @@ def place_many(
             raise InvalidSnapshot(f"candidate {name!r} is not a broker", field="candidates")
         base[position[name]] = True
     has_groups = any(p.anti_affinity_group for p in snapshot.namespaces.values())
-    if strategy != "LeastLongTermMessageRate" or has_groups:
+    if explain or strategy != "LeastLongTermMessageRate" or has_groups:
         return _one_by_one(snapshot, bundles, config, state, strategy, base, names, sources)
     brokers = list(snapshot.brokers.values())
     active = base & np.asarray([b.is_active for b in brokers], dtype=bool)

@@ -691,3 +691,69 @@ def test_split_child_loads_share_the_load_by_hash_range_and_keep_the_topic_count
             split_child_loads(snap, name, bad)
     with pytest.raises(BalancerError):
         split_child_loads(snap, "t/a/0x80000000_0xffffffff", [0x90000000])
+
+
+def test_a_cycles_moves_list_every_candidate_score_and_every_filtered_broker():
+    snap = scenarios.one_hot_broker()
+    plan = plan_cycle(snap, config(), {})
+    places = plan.planned(ActionKind.PLACE)
+    assert places
+    for place in places:
+        scored = [c for c in place.candidates if not c.filter]
+        filtered = [c for c in place.candidates if c.filter]
+        # The chosen broker has the best score (LeastLongTermMessageRate: least msg/s; ties go
+        # to Pulsar's seeded random choice) ...
+        assert [c.score for c in scored] == sorted(c.score for c in scored)
+        chosen = next(c for c in scored if c.broker == place.destination)
+        assert place.metric.value == chosen.score == scored[0].score
+        # ... and the bundle's source is never a candidate.
+        assert "b1" not in {c.broker for c in scored}
+        # even distribution removed the brokers that own more of the namespace than the least
+        for c in filtered:
+            assert (c.filter, c.reason) == ("even_distribution", "NotLeastBundlesOfNamespace")
+        doc = place.as_dict()["candidates"]
+        assert {"broker": place.destination, "score": chosen.score} in doc
+        assert all(set(d) == {"broker", "filter", "reason", "detail"} for d in doc[len(scored) :])
+
+
+def test_a_placement_with_every_broker_overloaded_shows_no_finite_score():
+    from balancer.cycle import Candidate
+
+    assert Candidate("b1", float("inf")).as_dict() == {"broker": "b1", "score": None}
+    assert Candidate("b2", 3.0).as_dict() == {"broker": "b2", "score": 3.0}
+
+
+def test_many_placements_at_once_are_not_explained_one_by_one():
+    from balancer.cycle import EXPLAINED_PLACEMENTS
+
+    brokers = {n: BrokerLoad(n, reported_at=NOW) for n in ("a", "b")}
+    count = EXPLAINED_PLACEMENTS + 1
+    step = (1 << 32) // count
+    names = [f"t/ns/0x{i * step:08x}_0x{(i + 1) * step:08x}" for i in range(count)]
+    bundles = {n: BundleLoad(n, None) for n in names}
+    plan = plan_cycle(ClusterSnapshot(NOW, brokers, bundles), config(), {})
+    assert len(plan.planned(ActionKind.PLACE)) == count
+    assert all(not p.candidates for p in plan.planned(ActionKind.PLACE))
+    few = {n: bundles[n] for n in names[:2]}
+    plan = plan_cycle(ClusterSnapshot(NOW, brokers, few), config(), {})
+    assert all(p.candidates for p in plan.planned(ActionKind.PLACE))
+
+
+
+def test_an_operators_automatic_unload_lists_the_brokers_the_filters_removed():
+    # d owns two of the namespace's bundles, e none: even distribution removes d.
+    brokers = {n: BrokerLoad(n, reported_at=NOW) for n in ("c", "d", "e")}
+    bundles = {
+        "t/ns/0x00000000_0x10000000": BundleLoad("t/ns/0x00000000_0x10000000", "c"),
+        "t/ns/0x10000000_0x20000000": BundleLoad("t/ns/0x10000000_0x20000000", "d"),
+        "t/ns/0x20000000_0x30000000": BundleLoad("t/ns/0x20000000_0x30000000", "d"),
+    }
+    snap = ClusterSnapshot(NOW, brokers, bundles)
+    plan = plan_unload(snap, config(), {}, "t/ns/0x00000000_0x10000000")
+    place = plan.planned(ActionKind.PLACE)[0]
+    assert place.destination == "e"
+    assert [(c.broker, c.filter, c.reason) for c in place.candidates] == [
+        ("e", "", ""),
+        ("d", "even_distribution", "NotLeastBundlesOfNamespace"),
+    ]
+    assert "d" in place.candidates[1].detail

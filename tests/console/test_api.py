@@ -359,6 +359,7 @@ def test_audit_filters_search_pages_and_csv(owned, operator_client, client, oper
 
 
 def test_a_decision_page_explains_the_plan(owned, operator_client, client, operator):
+    from console.models import Decision
     from console.services import shedding_tick_run
 
     moved = operator_client.post(
@@ -370,11 +371,20 @@ def test_a_decision_page_explains_the_plan(owned, operator_client, client, opera
     assert "operator unload of" in page
     assert "CV observed at the next tick" in page
     assert "next tick</span>" not in page  # the tick above filled the load after
+    # Where the bundle could go: every broker the placement scored, the chosen one marked.
+    assert "Where each bundle could go" in page
+    (place,) = [
+        a
+        for a in Decision.objects.get(pk=moved["decision"]).details["actions"]
+        if a["kind"] == "place"
+    ]
+    scored = [c["broker"] for c in place["candidates"] if "filter" not in c]
+    assert place["destination"] in scored
+    assert owned.owner.name not in scored  # never back where it was
+    assert f'<tr class="chosen"><td>{place["destination"]}</td>' in page
     assert client.get("/decisions/999999/").status_code == 404
 
     from django.utils import timezone
-
-    from console.models import Decision
 
     shed = Decision.objects.create(
         at=timezone.now(),
