@@ -1077,6 +1077,94 @@ def _shift(
     delta[2] += sign * rates.msg_throughput_out
 
 
+def reassign(
+    snapshot: ClusterSnapshot,
+    owners: Mapping[str, str | None],
+    *,
+    now: Seconds | None = None,
+    recently_unloaded: Mapping[str, Seconds] | None = None,
+    recent_moves: Sequence[Seconds] | None = None,
+) -> ClusterSnapshot:
+    """``snapshot`` with its bundles owned as ``owners`` says, each broker's load moved with
+    them by the load model of :func:`predict` (a bundle takes its short-term throughput in and
+    out, its message rates, its topics and its share of its recorded owner's CPU; memory stays).
+
+    ``owners`` maps bundle -> broker (None: unowned); a bundle it omits keeps its owner, an
+    owner that is not a broker of the snapshot leaves the bundle unowned. ``now`` moves the
+    snapshot in time (each broker's ``reportedAt`` with it, so the reports keep their age);
+    ``recently_unloaded`` and ``recent_moves`` replace the snapshot's. This is how the replay
+    of recorded load (``balancer.simulator.replay``) sees a cluster its plans have changed.
+    """
+    deltas: dict[str, list[float]] = {}  # broker -> [cpu, bandwidth in, bandwidth out]
+    rates: dict[str, list[float]] = {}  # broker -> [msg in, msg out, bytes in, bytes out, topics]
+    bundles: dict[str, Any] = {}
+    owned: dict[str, list[str]] = {name: [] for name in snapshot.brokers}
+    changed = False
+    for load in snapshot.bundles.values():
+        old = load.owner
+        new = owners.get(load.name, old)
+        if new is not None and new not in snapshot.brokers:
+            new = None
+        if new != old:
+            changed = True
+            moved = load.short_term
+            figures = (
+                moved.msg_rate_in,
+                moved.msg_rate_out,
+                moved.msg_throughput_in,
+                moved.msg_throughput_out,
+                float(load.topics),
+            )
+            for side, sign in ((old, -1.0), (new, 1.0)):
+                if side is None:
+                    continue
+                _shift(snapshot, load.name, side, sign, deltas, old)
+                total = rates.setdefault(side, [0.0] * 5)
+                for i, figure in enumerate(figures):
+                    total[i] += sign * figure
+            load = replace(load, owner=new)
+        if new is not None:
+            owned[new].append(load.name)
+        bundles[load.name] = load
+    offset = 0.0 if now is None else now - snapshot.now
+    brokers = {}
+    for name, broker in snapshot.brokers.items():
+        if name in deltas:
+            cpu, bw_in, bw_out = deltas[name]
+            m_in, m_out, t_in, t_out, topics = rates[name]
+            broker = replace(
+                broker,
+                cpu=replace(broker.cpu, usage=max(0.0, broker.cpu.usage + cpu)),
+                bandwidth_in=replace(
+                    broker.bandwidth_in, usage=max(0.0, broker.bandwidth_in.usage + bw_in)
+                ),
+                bandwidth_out=replace(
+                    broker.bandwidth_out, usage=max(0.0, broker.bandwidth_out.usage + bw_out)
+                ),
+                rates=replace(
+                    broker.rates,
+                    msg_rate_in=max(0.0, broker.rates.msg_rate_in + m_in),
+                    msg_rate_out=max(0.0, broker.rates.msg_rate_out + m_out),
+                    msg_throughput_in=max(0.0, broker.rates.msg_throughput_in + t_in),
+                    msg_throughput_out=max(0.0, broker.rates.msg_throughput_out + t_out),
+                ),
+                topics=max(0, broker.topics + round(topics)),
+            )
+        if changed:
+            broker = replace(broker, bundles=tuple(owned[name]))
+        if offset and broker.reported_at is not None:
+            broker = replace(broker, reported_at=broker.reported_at + offset)
+        brokers[name] = broker
+    return ClusterSnapshot(
+        snapshot.now + offset,
+        brokers,
+        bundles if changed else snapshot.bundles,
+        snapshot.namespaces,
+        snapshot.recently_unloaded if recently_unloaded is None else dict(recently_unloaded),
+        snapshot.recent_moves if recent_moves is None else tuple(recent_moves),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Operator actions as plans
 

@@ -15,6 +15,7 @@ import logging
 import math
 import threading
 import uuid
+import zlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -334,6 +335,40 @@ def history_trim(ids: list[bytes]) -> None:
     """Drop folded reports from the history stream."""
     if ids:
         client().xdel(_history_key(), *ids)
+
+
+def _replay_key() -> str:
+    return f"{settings.FULCRUM_LOAD_STORE_PREFIX}replay"
+
+
+def replay_sample_add(at: float, document: dict[str, Any], keep_s: float) -> None:
+    """Record one snapshot document (``balancer.wire.snapshot_document``) taken at ``at`` (s
+    since epoch) for the config page's replay, compressed, and forget those older than
+    ``keep_s`` seconds. One round trip."""
+    blob = zlib.compress(json.dumps(document, separators=(",", ":")).encode(), 6)
+    pipe = client().pipeline(transaction=False)
+    pipe.zadd(_replay_key(), {blob: at})
+    pipe.zremrangebyscore(_replay_key(), "-inf", f"({at - keep_s}")
+    pipe.execute()
+
+
+def replay_sample_last_at() -> float | None:
+    """When the newest recorded snapshot was taken (s since epoch); None when there is none."""
+    rows: Any = client().zrange(_replay_key(), -1, -1, withscores=True)
+    return float(rows[0][1]) if rows else None
+
+
+def replay_samples(since: float) -> list[dict[str, Any]]:
+    """The recorded snapshot documents taken at or after ``since``, oldest first; an entry that
+    does not decode is left out (and logged), never raised."""
+    out = []
+    blobs: Any = client().zrangebyscore(_replay_key(), since, "+inf")
+    for blob in blobs or []:
+        try:
+            out.append(json.loads(zlib.decompress(blob)))
+        except (zlib.error, ValueError):
+            log.warning("a recorded snapshot for the replay does not decode; left out")
+    return out
 
 
 def clear() -> None:

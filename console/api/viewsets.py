@@ -41,7 +41,13 @@ from console.services import (
     load_report_ingest,
     shedding_pause_set,
 )
-from console.services.config import config_rollback, config_save, config_values, config_what_if
+from console.services.config import (
+    config_replay,
+    config_rollback,
+    config_save,
+    config_values,
+    config_what_if,
+)
 from console.services.errors import ConsoleError
 from console.services.ingest import LoadReportInput, report_size_check
 from console.services.reports import report_run_request
@@ -115,6 +121,12 @@ class ConfigInput(serializers.Serializer):
     what_if = serializers.BooleanField(
         required=False, default=False, help_text="plan a cycle with the draft; nothing is saved"
     )
+    replay = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="replay the last hour of recorded load with the current config and the draft; "
+        "nothing is saved",
+    )
 
 
 class RollbackInput(serializers.Serializer):
@@ -142,6 +154,8 @@ def config(request: Request) -> Response:
     params = ConfigInput(data=request.data)
     params.is_valid(raise_exception=True)
     data = params.validated_data
+    if data["replay"]:
+        return Response(config_replay(data["values"]))
     if data["what_if"]:
         return Response(config_what_if(data["values"]))
     version = config_save(data["values"], actor=acting_user(request), reason=data.get("reason", ""))

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -13,7 +14,9 @@ from django.utils import timezone
 from balancer.cycle import CyclePlan, plan_cycle
 from balancer.errors import BalancerError
 from balancer.registry import console_strategy, parameter_errors
-from console import selectors
+from balancer.simulator.replay import ReplayPoint, recorded, replay, summary
+from balancer.wire import parse_snapshot
+from console import loadstore, selectors
 from console.access import actor_check
 from console.models import AuditEvent, BalancerConfig, ConfigVersion
 from console.services.errors import ConsoleError
@@ -178,6 +181,78 @@ def _plan_summary(plan: CyclePlan) -> dict[str, Any]:
     }
 
 
+def _draft(config: BalancerConfig, checked: dict[str, Any]) -> BalancerConfig:
+    """An unsaved config: ``config`` with the checked ``changes`` applied."""
+    return BalancerConfig(
+        **{
+            **{f.name: getattr(config, f.name) for f in BalancerConfig._meta.concrete_fields},
+            **checked,
+        }
+    )
+
+
+def _points(points: tuple[ReplayPoint, ...] | list[ReplayPoint]) -> dict[str, list[Any]]:
+    """Points as the chart's columns: ``at`` (ISO 8601, UTC), ``cv``, ``maxOverMean``."""
+    return {
+        "at": [datetime.fromtimestamp(p.at, UTC).isoformat() for p in points],
+        "cv": [p.cv for p in points],
+        "maxOverMean": [p.max_over_mean for p in points],
+    }
+
+
+def config_replay(changes: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
+    """Replay the recorded load of the last ``FULCRUM_REPLAY_WINDOW_S`` seconds through the
+    offline simulator (``balancer.simulator.replay``) with the current config and with the
+    draft, each from the same recorded ownership and fresh strategy state, at its own loop
+    interval; writes nothing.
+
+    Returns:
+        ``{"samples", "from", "to" (ISO 8601 UTC), "recorded", "current", "draft"}``;
+        ``recorded`` is the CV and max/mean the cluster really had (its summary and points);
+        each config has its summary (``cvMedian``, ``maxOverMeanMedian``, ``maxOverMeanP95``),
+        ``moves``, ``movesPerHour``, ``placements``, ``splitsPlanned``, ``vetoed``,
+        ``oscillations``, ``cycles``, ``intervalS`` and its points (chart columns).
+
+    Raises:
+        ConsoleError: 400 naming the draft's field at fault; 409 when fewer than two snapshots
+            are recorded yet (the tick records one every ``FULCRUM_REPLAY_SAMPLE_S`` s).
+    """
+    checked = config_changes_check(changes)
+    now = now or timezone.now()
+    config = selectors.balancer_config_get()
+    since = now.timestamp() - settings.FULCRUM_REPLAY_WINDOW_S
+    samples = []
+    for document in loadstore.replay_samples(since):
+        try:
+            samples.append(parse_snapshot(document))
+        except BalancerError:
+            continue  # a sample from before a change of its shape: left out
+    if len(samples) < 2:
+        raise ConsoleError(
+            f"not enough load recorded to replay yet: {len(samples)} snapshot(s); the shedding "
+            f"tick records one every {settings.FULCRUM_REPLAY_SAMPLE_S:g} s",
+            status=409,
+        )
+    out: dict[str, Any] = {
+        "samples": len(samples),
+        "from": datetime.fromtimestamp(samples[0].now, UTC).isoformat(),
+        "to": datetime.fromtimestamp(samples[-1].now, UTC).isoformat(),
+    }
+    for name, row in (("current", config), ("draft", _draft(config, checked))):
+        cycle = selectors.cycle_config_get(row)
+        if name == "current":
+            points = recorded(samples, cycle)
+            out["recorded"] = {**summary(points), **_points(points)}
+        try:
+            result = replay(samples, cycle, {}, row.loop_interval_s)
+        except BalancerError as exc:
+            raise ConsoleError(exc.message, field=exc.field or "parameters") from None
+        doc = result.as_dict()
+        del doc["points"]
+        out[name] = {**doc, **_points(result.points)}
+    return out
+
+
 def config_what_if(changes: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
     """The cycle over the current snapshot with the current config and with the draft
     (``changes`` applied), writing nothing: ``{"current", "draft"}``, each the plan's reason,
@@ -189,12 +264,7 @@ def config_what_if(changes: dict[str, Any], *, now: datetime | None = None) -> d
     checked = config_changes_check(changes)
     now = now or timezone.now()
     config = selectors.balancer_config_get()
-    draft = BalancerConfig(
-        **{
-            **{f.name: getattr(config, f.name) for f in BalancerConfig._meta.concrete_fields},
-            **checked,
-        }
-    )
+    draft = _draft(config, checked)
     snapshot = selectors.cluster_snapshot_get(now=now)
     out = {}
     for name, row in (("current", config), ("draft", draft)):

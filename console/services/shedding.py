@@ -13,6 +13,7 @@ import time
 import uuid
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -21,7 +22,8 @@ from balancer.cycle import CyclePlan, LoadStats, plan_cycle
 from balancer.errors import BalancerError
 from balancer.load import ResourceWeights
 from balancer.snapshot import ClusterSnapshot
-from console import realtime, selectors
+from balancer.wire import snapshot_document
+from console import loadstore, realtime, selectors
 from console.models import AuditEvent, ClusterSample, Decision, TickLock
 from console.services.apply import plan_apply
 
@@ -70,6 +72,20 @@ def _fill_load_after(
     AuditEvent.objects.bulk_update(events, ["load_after"])
 
 
+def replay_record(snapshot: ClusterSnapshot, now: datetime) -> bool:
+    """Record the tick's snapshot for the config page's replay of the last hour, at most every
+    ``FULCRUM_REPLAY_SAMPLE_S`` seconds and only up to ``FULCRUM_REPLAY_MAX_BUNDLES`` bundles;
+    True when recorded."""
+    if len(snapshot.bundles) > settings.FULCRUM_REPLAY_MAX_BUNDLES:
+        return False
+    at = now.timestamp()
+    last = loadstore.replay_sample_last_at()
+    if last is not None and at - last < settings.FULCRUM_REPLAY_SAMPLE_S:
+        return False
+    loadstore.replay_sample_add(at, snapshot_document(snapshot), settings.FULCRUM_REPLAY_WINDOW_S)
+    return True
+
+
 def shedding_tick_run(
     *, now: datetime | None = None, lease_ttl_s: float | None = None
 ) -> Decision | None:
@@ -99,6 +115,7 @@ def shedding_tick_run(
         if last is not None and now - last < timedelta(seconds=config.loop_interval_s * 0.9):
             return None  # not due yet: the configured loop interval is longer than beat's
         snapshot = selectors.cluster_snapshot_get(now=now)
+        replay_record(snapshot, now)
         try:
             cycle = selectors.cycle_config_get(config)
             plan = plan_cycle(snapshot, cycle, config.state, now.timestamp())

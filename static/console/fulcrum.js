@@ -923,6 +923,52 @@ const Fulcrum = (() => {
           result.textContent = "What-if done: nothing was saved or moved.";
         } catch (err) { result.className = "result error"; result.textContent = `Draft refused: ${err.message}`; }
       });
+      document.getElementById("replay").addEventListener("click", async () => {
+        const button = document.getElementById("replay");
+        button.disabled = true;
+        result.className = "result"; result.textContent = "Replaying the last hour of recorded load with each config…";
+        try {
+          const answer = await post("/api/config/", {values: draft(), replay: true});
+          document.getElementById("replay-result").hidden = false;
+          document.getElementById("replay-span").textContent =
+            `${answer.samples} snapshots, ${utc(answer.from)} – ${utc(answer.to)}`;
+          const fixed = (v, n) => (v === null || v === undefined ? "—" : v.toFixed(n));
+          const runs = [answer.recorded, answer.current, answer.draft];
+          const rows = [
+            ["median CV", (r) => fixed(r.cvMedian, 3)],
+            ["median max / mean", (r) => fixed(r.maxOverMeanMedian, 2)],
+            ["p95 max / mean", (r) => fixed(r.maxOverMeanP95, 2)],
+            ["moves (per hour)", (r) => (r.moves === undefined ? "—" : `${r.moves} (${r.movesPerHour.toFixed(1)}/h)`)],
+            ["moved back within the hour", (r) => (r.oscillations === undefined ? "—" : String(r.oscillations))],
+            ["vetoed", (r) => (r.vetoed === undefined ? "—" : String(r.vetoed))],
+            ["splits planned (not applied)", (r) => (r.splitsPlanned === undefined ? "—" : String(r.splitsPlanned))],
+            ["cycles × interval", (r) => (r.cycles === undefined ? "—" : `${r.cycles} × ${r.intervalS.toFixed(0)} s`)],
+          ];
+          const body = document.querySelector("#replay-compare tbody");
+          body.innerHTML = "";
+          rows.forEach(([label, get]) => {
+            const tr = el("tr");
+            tr.appendChild(el("th", {}, label));
+            runs.forEach((r) => tr.appendChild(el("td", {}, get(r))));
+            body.appendChild(tr);
+          });
+          const line = (r, name, color, key, axis) => ({type: "scatter", mode: "lines", name, x: r.at, y: r[key],
+            line: {color, width: name === "recorded" ? 1.5 : 2, dash: name === "recorded" ? "dot" : "solid"},
+            xaxis: "x", yaxis: axis, legendgroup: name, showlegend: axis === "y"});
+          const traces = [];
+          [["recorded", answer.recorded, "#888"], ["current", answer.current, "#4e79a7"], ["draft", answer.draft, "#e15759"]]
+            .forEach(([name, r, color]) => { traces.push(line(r, name, color, "cv", "y"), line(r, name, color, "maxOverMean", "y2")); });
+          Plotly.react("replay-chart", traces, {
+            margin: {t: 10, r: 20, b: 40, l: 60}, height: 420, legend: {orientation: "h"}, hovermode: "x unified",
+            grid: {rows: 2, columns: 1, shared_xaxes: true},
+            xaxis: {type: "date", title: {text: "time (UTC)"}, anchor: "y2"},
+            yaxis: {title: {text: "CV of broker usage"}, rangemode: "tozero", domain: [0.55, 1]},
+            yaxis2: {title: {text: "max / mean"}, rangemode: "tozero", domain: [0, 0.45]},
+          }, {displayModeBar: false, responsive: true});
+          result.textContent = "Replay done: nothing was saved or moved.";
+        } catch (err) { result.className = "result error"; result.textContent = `Replay refused: ${err.message}`; }
+        finally { button.disabled = false; }
+      });
       document.getElementById("save").addEventListener("click", async () => {
         const list = changes();
         if (!list.length) { result.className = "result"; result.textContent = "Nothing changed."; return; }

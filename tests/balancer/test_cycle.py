@@ -739,7 +739,6 @@ def test_many_placements_at_once_are_not_explained_one_by_one():
     assert all(p.candidates for p in plan.planned(ActionKind.PLACE))
 
 
-
 def test_an_operators_automatic_unload_lists_the_brokers_the_filters_removed():
     # d owns two of the namespace's bundles, e none: even distribution removes d.
     brokers = {n: BrokerLoad(n, reported_at=NOW) for n in ("c", "d", "e")}

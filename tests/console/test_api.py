@@ -576,3 +576,34 @@ def test_services_refuse_viewers_themselves_not_only_the_api(owned, viewer, oper
             act("broker-1", actor=operator)
     assert credential_rotate("broker-1", actor=None)[1]
     assert AuditEvent.objects.exclude(action="credential").count() == 0
+
+
+def test_config_replay_through_the_api(owned, operator_client, viewer):
+    from console.services import shedding_tick_run
+
+    values = operator_client.get("/api/config/").json()["values"]
+    refused = operator_client.post(
+        "/api/config/", {"values": values, "replay": True}, format="json"
+    )
+    assert refused.status_code == 409  # nothing recorded yet
+    assert "not enough load recorded" in refused.json()["error"]["message"]
+    bad = {**values, "parameters": {"maxUnloadPercentage": 2}}
+    response = operator_client.post("/api/config/", {"values": bad, "replay": True}, format="json")
+    assert response.json()["error"]["field"] == "parameters.maxUnloadPercentage"
+    shedding_tick_run()
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    shedding_tick_run(now=timezone.now() + timedelta(seconds=40))
+    answer = operator_client.post(
+        "/api/config/", {"values": values, "replay": True}, format="json"
+    ).json()
+    assert answer["samples"] == 2
+    assert {"recorded", "current", "draft"} <= set(answer)
+    client = APIClient()
+    client.force_authenticate(viewer)
+    assert (
+        client.post("/api/config/", {"values": values, "replay": True}, format="json").status_code
+        == 403
+    )

@@ -347,3 +347,65 @@ def test_anti_affinity_guard_keeps_a_bundle_that_cannot_spread_better(cluster):
     assert {s["reason"] for s in skipped} == {"AntiAffinity"}
     assert decision.reason == "AntiAffinity"
     assert AuditEvent.objects.filter(action="unload").count() == 0
+
+
+def test_ticks_record_the_load_and_a_replay_compares_the_config_with_a_draft(cluster, settings):
+    from console import loadstore
+    from console.models import BalancerConfig
+    from console.services.config import config_replay
+
+    settings.FULCRUM_REPLAY_SAMPLE_S = 30
+    # What happened: nothing moved (shedding paused); the loop ticks every 30 s.
+    BalancerConfig.objects.update(is_shedding_enabled=False, loop_interval_s=30)
+    own_all(lambda i: "broker-1" if i < 6 else ("broker-2" if i < 7 else "broker-3"))
+    loads = {"broker-1": (90, 480), "broker-2": (10, 80), "broker-3": (10, 80)}
+    for step in range(9):  # beat every 15 s: one in two is due and records its snapshot
+        at = NOW + timedelta(seconds=15 * step)
+        for name, (cpu, mib) in loads.items():
+            ingest(
+                report(
+                    name, cpu, bundles=names_of(name), throughput_mib=mib, timestamp=at.timestamp()
+                )
+            )
+        shedding_tick_run(now=at)
+    documents = loadstore.replay_samples(0)
+    assert [d["now"] for d in documents] == [
+        (NOW + timedelta(seconds=30 * k)).timestamp() for k in range(5)
+    ]
+    with pytest.raises(ConsoleError) as err:
+        config_replay({"shedder": "Nope"}, now=NOW + timedelta(minutes=2))
+    assert err.value.field == "shedder"
+    answer = config_replay({"is_shedding_enabled": True}, now=NOW + timedelta(minutes=2))
+    assert answer["samples"] == 5
+    assert answer["from"] == NOW.isoformat()
+    # The current config (shedding paused) replays exactly what was recorded ...
+    assert answer["current"]["moves"] == 0
+    assert answer["current"]["cv"] == answer["recorded"]["cv"]
+    assert answer["current"]["at"] == answer["recorded"]["at"]
+    # ... the draft sheds the hot broker at its own loop interval, and the CV falls.
+    draft = answer["draft"]
+    assert draft["moves"] > 0
+    assert draft["intervalS"] == 30
+    assert draft["cycles"] == 5
+    assert draft["cv"][-1] < draft["cv"][0]
+    assert draft["cvMedian"] < answer["recorded"]["cvMedian"]
+    # Nothing was written: the ownership is as it was.
+    assert len(names_of("broker-1")) == 6
+    # An hour later nothing is left to replay.
+    with pytest.raises(ConsoleError) as err:
+        config_replay({}, now=NOW + timedelta(hours=2))
+    assert err.value.status == 409
+
+
+def test_a_snapshot_too_large_or_too_soon_is_not_recorded(cluster, settings):
+    from console import loadstore, selectors
+    from console.services.shedding import replay_record
+
+    snapshot = selectors.cluster_snapshot_get(now=NOW)
+    settings.FULCRUM_REPLAY_MAX_BUNDLES = len(snapshot.bundles) - 1
+    assert replay_record(snapshot, NOW) is False
+    settings.FULCRUM_REPLAY_MAX_BUNDLES = len(snapshot.bundles)
+    assert replay_record(snapshot, NOW) is True
+    assert replay_record(snapshot, NOW + timedelta(seconds=1)) is False
+    loadstore.client().zadd(loadstore._replay_key(), {b"not zlib": NOW.timestamp() + 2})
+    assert len(loadstore.replay_samples(0)) == 1  # the broken entry is left out

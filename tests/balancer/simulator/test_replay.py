@@ -1,0 +1,143 @@
+"""The replay of recorded load (balancer.simulator.replay) and the reassignment it rests on."""
+
+from dataclasses import replace
+
+import pytest
+
+from balancer.config import PulsarConfig
+from balancer.cycle import CycleConfig, Strategies, reassign
+from balancer.load import BundleLoad
+from balancer.safety import SafetyConfig
+from balancer.simulator.layout import DEMO
+from balancer.simulator.offline import OfflineCluster
+from balancer.simulator.replay import recorded, replay, summary
+from balancer.simulator.traces import default_traces_dir, load_cpu_series, load_functions
+from balancer.simulator.workload import build_workload
+from balancer.snapshot import ClusterSnapshot
+from tests.balancer import scenarios
+
+MIB = 1024 * 1024
+NOW = scenarios.NOW
+EASY = PulsarConfig.from_keys(
+    {
+        "loadBalancerBundleUnloadMinThroughputThreshold": 0,
+        "loadBalancerSheddingGracePeriodMinutes": 0,
+    }
+)
+
+
+def config(shedder="ThresholdShedder", **kw):
+    return CycleConfig(
+        strategies=Strategies(shedder=shedder),
+        pulsar=EASY,
+        safety=SafetyConfig(bundle_cool_down_s=kw.pop("cool_down", 0)),
+        **kw,
+    )
+
+
+def test_a_moved_bundle_takes_its_load_with_it():
+    snap = scenarios.one_hot_broker()
+    bundle = "t/ns/0x00000000_0x00000001"  # 50 MiB/s, a quarter of b1's msg rate
+    b1, b2 = snap.brokers["b1"], snap.brokers["b2"]
+    moved = reassign(snap, {bundle: "b2"}, now=NOW + 30)
+    assert moved.bundles[bundle].owner == "b2"
+    assert bundle in moved.brokers["b2"].bundles
+    assert bundle not in moved.brokers["b1"].bundles
+    assert moved.brokers["b1"].cpu.usage == pytest.approx(b1.cpu.usage * 3 / 4)
+    assert moved.brokers["b2"].cpu.usage == pytest.approx(b2.cpu.usage + b1.cpu.usage / 4)
+    assert moved.brokers["b2"].rates.throughput == pytest.approx(b2.rates.throughput + 50 * MIB)
+    assert moved.brokers["b1"].rates.msg_rate == pytest.approx(b1.rates.msg_rate * 3 / 4)
+    assert moved.brokers["b2"].topics == b2.topics + 10
+    # Moved in time with its reports' age kept; the third broker untouched but for the time.
+    assert moved.now == NOW + 30
+    assert moved.brokers["b3"].reported_at == NOW + 30
+    assert moved.brokers["b3"].cpu == snap.brokers["b3"].cpu
+
+
+def test_a_bundle_given_to_nobody_or_an_unknown_broker_leaves_its_owner_only():
+    snap = scenarios.one_hot_broker()
+    bundle = "t/ns/0x10000000_0x20000000"  # b2's only bundle
+    gone = reassign(snap, {bundle: "no-such-broker"})
+    assert gone.bundles[bundle].owner is None
+    assert gone.brokers["b2"].rates.throughput == 0
+    assert gone.brokers["b2"].cpu.usage == 0  # its whole msg rate left
+    back = reassign(gone, {bundle: "b3"})  # an unowned bundle placed: no CPU comes with it
+    assert back.brokers["b3"].rates.throughput == pytest.approx(100 * MIB)
+    assert back.brokers["b3"].cpu.usage == snap.brokers["b3"].cpu.usage
+
+
+def test_nothing_reassigned_is_the_same_snapshot():
+    snap = scenarios.one_hot_broker()
+    same = reassign(snap, {"t/ns/0x10000000_0x20000000": "b2"}, recent_moves=[NOW - 5])
+    assert same.bundles is snap.bundles
+    assert same.brokers == snap.brokers
+    assert same.recent_moves == (NOW - 5,)
+    pending = ClusterSnapshot(NOW, {"b9": replace(snap.brokers["b1"], reported_at=None)}, {})
+    assert reassign(pending, {}, now=NOW + 9).brokers["b9"].reported_at is None
+
+
+def hot_samples(count=6, every=30.0):
+    snap = scenarios.one_hot_broker()
+    return [reassign(snap, {}, now=NOW + i * every) for i in range(count)]
+
+
+def test_a_replay_moves_load_off_the_hot_broker_and_counts_its_moves():
+    samples = hot_samples()
+    result = replay(samples, config(), {}, 30.0)
+    assert len(result.points) == len(samples)
+    assert result.moves > 0
+    assert result.points[-1].cv < result.points[0].cv
+    doc = result.as_dict()
+    assert doc["movesPerHour"] == pytest.approx(result.moves / (150 / 3600))
+    assert doc["cycles"] == 6
+    assert doc["cvMedian"] == summary(result.points)["cvMedian"]
+
+
+def test_without_shedding_a_replay_is_what_was_recorded():
+    samples = hot_samples()
+    result = replay(samples, config(is_shedding_enabled=False), {}, 30.0)
+    assert result.moves == 0
+    assert result.points == recorded(samples, config())
+
+
+def test_an_unowned_bundle_is_placed_not_moved():
+    snap = scenarios.one_hot_broker()
+    bundles = {b.name: b for b in snap.bundles.values()}
+    bundles["t/ns/0x40000000_0x50000000"] = BundleLoad("t/ns/0x40000000_0x50000000")
+    sample = ClusterSnapshot(NOW, snap.brokers, bundles)
+    result = replay([sample], config(is_shedding_enabled=False), {}, 10.0)
+    assert (result.placements, result.moves, result.interval_s) == (1, 0, 10.0)
+    assert result.as_dict()["movesPerHour"] == 0.0
+
+
+def test_a_long_recording_is_replayed_at_a_longer_interval():
+    result = replay(hot_samples(count=5, every=60.0), config(), {}, 10.0, max_cycles=3)
+    assert result.interval_s == 120.0
+    assert [p.at for p in result.points] == [NOW, NOW + 120, NOW + 240]
+
+
+def test_nothing_to_replay_and_a_bad_interval_are_refused():
+    with pytest.raises(ValueError, match="nothing recorded"):
+        replay([], config(), {}, 10.0)
+    with pytest.raises(ValueError, match="must be positive"):
+        replay(hot_samples(), config(), {}, 0.0)
+    assert summary([]) == {"cvMedian": None, "maxOverMeanMedian": None, "maxOverMeanP95": None}
+
+
+def test_a_traced_hour_replayed_under_two_configs():
+    traces = default_traces_dir()
+    workload = build_workload(DEMO, load_functions(traces))
+    cpu = {b.name: load_cpu_series(traces, b.cpu_series) for b in DEMO.brokers}
+    cluster = OfflineCluster(DEMO, workload, cpu, PulsarConfig(), None)
+    samples = []
+    for minute in range(120):
+        cluster.step(minute)
+        samples.append(cluster.snapshot(minute * 30.0))
+    as_recorded = recorded(samples, config())
+    quiet = replay(samples, config(is_shedding_enabled=False), {}, 30.0)
+    assert quiet.points == as_recorded  # nothing moved: exactly the recorded load
+    shed = replay(samples, config(cool_down=60), {}, 10.0)
+    assert shed.moves > 0
+    assert shed.oscillations <= shed.moves
+    assert summary(shed.points)["maxOverMeanMedian"] < summary(as_recorded)["maxOverMeanMedian"]
+    assert shed.oscillations > 0  # bursty load sends some bundles back within the hour
