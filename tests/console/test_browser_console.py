@@ -355,9 +355,20 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
         ).exists()
 
     def test_config_edit_what_if_save_version_and_rollback(self):
+        from datetime import timedelta
+
+        from django.utils import timezone
         from playwright.sync_api import expect, sync_playwright
 
         from console.models import BalancerConfig
+        from console.services import shedding_tick_run
+
+        # Ten minutes of ticks, each recording its snapshot for the replay; shedding paused, so
+        # the recorded cluster stays as it is.
+        BalancerConfig.objects.update(is_shedding_enabled=False)
+        start = timezone.now() - timedelta(minutes=10)
+        for k in range(21):
+            shedding_tick_run(now=start + timedelta(seconds=30 * k))
 
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
@@ -378,6 +389,15 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             page.click("#what-if")
             expect(page.locator("#compare")).to_contain_text("UniformLoadShedder")
             expect(page.locator("#result")).to_contain_text("nothing was saved or moved")
+            page.check("input[name=is_shedding_enabled]")
+            page.click("#replay")
+            expect(page.locator("#result")).to_contain_text("Replay done")
+            expect(page.locator("#replay-span")).to_contain_text("21 snapshots")
+            expect(page.locator("#replay-compare")).to_contain_text("median max / mean")
+            expect(page.locator("#replay-chart .scatterlayer .trace")).to_have_count(6)
+            page.locator("#replay-result").scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "config-replay.png"), full_page=True)
+            page.uncheck("input[name=is_shedding_enabled]")
             assert BalancerConfig.objects.get().shedder == "ThresholdShedder"
             page.fill("input[name=reason]", "even out msg rates")
             page.once("dialog", lambda dialog: dialog.accept())
