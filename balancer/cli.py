@@ -32,12 +32,12 @@ from balancer.shedding.guarded import shed_guarded
 from balancer.splitting.algorithms import TopicLoad
 from balancer.splitting.conditions import split_check
 from balancer.wire import (
-    RATE_KEYS,
     array,
     obj,
     parse_cycle_config,
-    parse_rates,
+    parse_hash,
     parse_snapshot,
+    parse_topic_loads,
     text,
 )
 
@@ -47,17 +47,6 @@ Handler = Callable[[argparse.Namespace, dict[str, Any]], dict[str, Any]]
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise BalancerError(message, field="argv")
-
-
-def _hex(value: Any, path: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value, 16)
-        except ValueError:
-            pass
-    raise BalancerError("must be a hash such as 0x40000000", field=path)
 
 
 def _config(doc: dict[str, Any], strategy: str = "") -> Any:
@@ -118,16 +107,7 @@ def cmd_lookup(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _topics(doc: dict[str, Any]) -> list[TopicLoad]:
-    out = []
-    for i, item in enumerate(array(doc.get("topics", []), "topics")):
-        path = f"topics[{i}]"
-        body = obj(item, path)
-        name = text(body, "topic", path)
-        point = _hex(body["hash"], f"{path}.hash") if "hash" in body else topic_hash(name)
-        has_stats = any(k in body for k in RATE_KEYS)
-        rates = parse_rates(body, path)
-        out.append(TopicLoad(name, point, rates.msg_rate, rates.throughput, has_stats))
-    return out
+    return parse_topic_loads(doc.get("topics", []), "topics")
 
 
 def cmd_split(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
@@ -141,13 +121,14 @@ def cmd_split(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
         bundle = bundle_ops.Bundle(
             text(spec, "namespace", "bundle", ""),
             bundle_ops.BundleRange(
-                _hex(spec.get("lower"), "bundle.lower"), _hex(spec.get("upper"), "bundle.upper")
+                parse_hash(spec.get("lower"), "bundle.lower"),
+                parse_hash(spec.get("upper"), "bundle.upper"),
             ),
         )
     positions = doc.get("positions")
     if positions is not None:
         positions = [
-            _hex(p, f"positions[{i}]") for i, p in enumerate(array(positions, "positions"))
+            parse_hash(p, f"positions[{i}]") for i, p in enumerate(array(positions, "positions"))
         ]
     cuts = algorithm(bundle.range, _topics(doc), positions, config)
     if not cuts:

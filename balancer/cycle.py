@@ -51,7 +51,6 @@ from balancer.placement.batch import place_many
 from balancer.placement.place import filter_candidates
 from balancer.registry import (
     DANUBE_PLACEMENT,
-    console_names,
     console_strategy,
     get_split_algorithm,
 )
@@ -62,9 +61,9 @@ from balancer.splitting.algorithms import TopicLoad
 from balancer.splitting.conditions import split_check
 from balancer.units import Seconds
 
-# Split algorithms that need only the bundle's range (load reports carry bundle totals, not the
-# per-topic hashes the other two need).
-RANGE_ONLY_SPLITS: Final = console_names("split")
+# Split algorithms that cut by the bundle's topics: they need its owner's per-topic stats
+# (``ClusterSnapshot.bundle_topics``); the other two need only the bundle's range.
+TOPIC_SPLITS: Final = frozenset({"topic_count_equally_divide", "flow_or_qps_equally_divide"})
 # A cycle's placements list their candidates' scores and filtered brokers (``Action.candidates``)
 # when it places at most this many bundles over at most EXPLAINED_BROKERS_TOTAL brokers × bundles:
 # the moves of a shedding cycle, not the thousands of bundles of a start.
@@ -927,15 +926,16 @@ def _split_action(
     reason: str,
 ) -> Action:
     owner = snapshot.bundles[bundle].owner if bundle in snapshot.bundles else None
-    if algorithm not in RANGE_ONLY_SPLITS:
+    if algorithm in TOPIC_SPLITS and bundle not in snapshot.bundle_topics:
         return Action(
             ActionKind.SPLIT,
             bundle,
             owner,
             None,
             reason,
-            f"{said}; {algorithm} needs per-topic hashes and rates, which load reports do not "
-            f"carry (use {' or '.join(RANGE_ONLY_SPLITS)})",
+            f"{said}; {algorithm} needs the bundle's per-topic hashes and rates, and the load "
+            f"report of {owner or 'its owner'} carries none for it (its bundleStats have no "
+            "topicStats; range_equally_divide or specified_positions_divide need none)",
             veto=Reason.NO_TOPIC_DATA,
         )
     cuts, children = split_children(snapshot, bundle, algorithm, positions, config.pulsar)
@@ -968,19 +968,21 @@ def split_children(
     positions: Sequence[int] | None,
     pulsar: PulsarConfig,
 ) -> tuple[list[int], list[str]]:
-    """(sorted cut points, children names) of cutting ``bundle`` with a range-only algorithm.
+    """(sorted cut points, children names) of cutting ``bundle`` with ``algorithm``: by its
+    topics when its owner reported them (``snapshot.bundle_topics``), else by its range (the
+    topic count alone: specified_positions_divide cuts only a bundle with two topics or more).
 
     Raises:
         BalancerError: a malformed bundle name, bad positions (``field`` names it).
     """
     parsed = parse_bundle_name(bundle)
     _, split_at = get_split_algorithm(algorithm)
-    load = snapshot.bundles.get(bundle)
-    topics = load.topics if load is not None else 0
-    # Reports carry the bundle's topic count, not its topics: stand-ins keep the count
-    # (specified_positions_divide cuts only a bundle with two topics or more).
-    stand_in = [TopicLoad("", parsed.range.lower)] * topics
-    cuts = sorted(set(split_at(parsed.range, stand_in, positions, pulsar) or []))
+    topics: Sequence[TopicLoad] | None = snapshot.bundle_topics.get(bundle)
+    if topics is None:
+        load = snapshot.bundles.get(bundle)
+        # Stand-ins keep the reported topic count where the topics themselves are unknown.
+        topics = [TopicLoad("", parsed.range.lower)] * (load.topics if load is not None else 0)
+    cuts = sorted(set(split_at(parsed.range, topics, positions, pulsar) or []))
     for cut in cuts:
         if not parsed.range.lower < cut < parsed.range.upper:
             raise ImpossibleSplit(
@@ -1162,6 +1164,7 @@ def reassign(
         snapshot.namespaces,
         snapshot.recently_unloaded if recently_unloaded is None else dict(recently_unloaded),
         snapshot.recent_moves if recent_moves is None else tuple(recent_moves),
+        snapshot.bundle_topics,
     )
 
 
@@ -1338,9 +1341,11 @@ def split_child_loads(
     snapshot: ClusterSnapshot, bundle: str, boundaries: Sequence[int]
 ) -> list[dict[str, Any]]:
     """Each child of cutting ``bundle`` at ``boundaries`` with its share of the bundle's
-    short-term load, assuming topics spread evenly over the hash range (load reports carry
-    bundle totals only): ``{"bundle", "fraction", "throughput" (bytes/s), "msgRate" (msg/s),
-    "topics"}``; topics rounded so that they sum to the bundle's.
+    short-term load: ``{"bundle", "fraction", "throughput" (bytes/s), "msgRate" (msg/s),
+    "topics", "measured"}``. With its owner's per-topic stats (``snapshot.bundle_topics``) each
+    child gets the share its own topics carry (``measured`` true); else topics are assumed
+    spread evenly over the hash range (``fraction`` of the range; topics rounded so that they
+    sum to the bundle's).
 
     Raises:
         BalancerError: an unknown bundle (``field`` "bundle"), or boundaries outside it.
@@ -1356,6 +1361,9 @@ def split_child_loads(
         )
     load = snapshot.bundles[bundle]
     width = upper - lower
+    known = snapshot.bundle_topics.get(bundle)
+    if known is not None:
+        return _measured_children(parsed.namespace, points, known)
     out = []
     topics_given = 0
     for i, (a, b) in enumerate(itertools.pairwise(points)):
@@ -1373,6 +1381,32 @@ def split_child_loads(
                 "throughput": load.short_term.throughput * fraction,
                 "msgRate": load.short_term.msg_rate * fraction,
                 "topics": topics,
+                "measured": False,
+            }
+        )
+    return out
+
+
+def _measured_children(
+    namespace: str, points: Sequence[int], topics: Sequence[TopicLoad]
+) -> list[dict[str, Any]]:
+    """``split_child_loads`` from the bundle's topics: each child's topics and their rates; the
+    fraction is the child's share of the bundle's throughput (of its topics when none flows)."""
+    total = math.fsum(t.throughput for t in topics)
+    out = []
+    last = len(points) - 2
+    for i, (a, b) in enumerate(itertools.pairwise(points)):
+        mine = [t for t in topics if a <= t.hash < b or (i == last and t.hash == b)]
+        throughput = math.fsum(t.throughput for t in mine)
+        share = throughput / total if total > 0 else len(mine) / max(1, len(topics))
+        out.append(
+            {
+                "bundle": f"{namespace}/{format_hash(a)}_{format_hash(b)}",
+                "fraction": share,
+                "throughput": throughput,
+                "msgRate": math.fsum(t.msg_rate for t in mine),
+                "topics": len(mine),
+                "measured": True,
             }
         )
     return out

@@ -262,10 +262,6 @@ _DANUBE_KEYS: Final = (
     "blacklist_topics",
     "enabled",
 )
-_TOPIC_WHY: Final = (
-    "needs per-topic hashes and rates, which load reports do not carry (command line only)"
-)
-
 ENTRIES: Final[tuple[StrategyInfo, ...]] = (
     StrategyInfo(
         "ThresholdShedder",
@@ -418,19 +414,22 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         "topic_count_equally_divide",
         "split",
         "Pulsar, PULSAR.md §9.2",
-        "halves the bundle's topics",
-        False,
+        "halves the bundle's topics (needs its owner's per-topic stats: bundleStats.*.topicStats)",
+        True,
         (),
-        _TOPIC_WHY,
     ),
     StrategyInfo(
         "flow_or_qps_equally_divide",
         "split",
         "Pulsar, PULSAR.md §9.2",
-        "evens msg rate and throughput between the children",
-        False,
-        ("flowOrQpsDifferenceThresholdPercentage",),
-        _TOPIC_WHY,
+        "cuts so that no child exceeds the bundle msg-rate or bandwidth limits (needs its "
+        "owner's per-topic stats: bundleStats.*.topicStats)",
+        True,
+        (
+            "flowOrQpsDifferenceThresholdPercentage",
+            "loadBalancerNamespaceBundleMaxMsgRate",
+            "loadBalancerNamespaceBundleMaxBandwidthMbytes",
+        ),
     ),
 )
 

@@ -14,6 +14,7 @@ import numpy as np
 from balancer.bundle_table import BundleNames, BundleTable
 from balancer.errors import InvalidSnapshot
 from balancer.load import BrokerLoad, BundleLoad, ResourceWeights
+from balancer.splitting.algorithms import TopicLoad
 from balancer.units import Seconds
 
 T = TypeVar("T")
@@ -42,6 +43,9 @@ class ClusterSnapshot:
         recently_unloaded: bundle name -> unload time (s since epoch); the grace period applies.
         recent_moves: the time of every unload of the last hour (s since epoch), one per move;
             None when unknown (then each recently unloaded bundle counts once).
+        bundle_topics: bundle name -> its topics (hash position, msg/s, bytes/s) when its
+            owner's load report carries per-topic stats; what topic_count_equally_divide and
+            flow_or_qps_equally_divide cut by.
 
     Raises:
         InvalidSnapshot: a bundle owned by a broker absent from ``brokers``.
@@ -53,6 +57,7 @@ class ClusterSnapshot:
     namespaces: Mapping[str, NamespacePolicy] = field(default_factory=dict)
     recently_unloaded: Mapping[str, Seconds] = field(default_factory=dict)
     recent_moves: tuple[Seconds, ...] | None = None
+    bundle_topics: Mapping[str, tuple[TopicLoad, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         ordered = {name: self.brokers[name] for name in sorted(self.brokers)}

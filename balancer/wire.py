@@ -7,7 +7,7 @@ JSON path of the field at fault (``brokers[2].cpu.limit``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
@@ -15,10 +15,12 @@ from balancer.config import PulsarConfig
 from balancer.cycle import CycleConfig, Strategies
 from balancer.danube.config import DanubeConfig
 from balancer.errors import BalancerError
+from balancer.hashing import format_hash, topic_hash
 from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage, TopicStats
 from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
+from balancer.splitting.algorithms import TopicLoad
 
 BROKER_STATES = ("active", "draining", "drained")
 RESOURCES = {
@@ -92,6 +94,22 @@ def text(doc: Mapping[str, Any], key: str, path: str, default: str | None = None
     if not isinstance(value, str) or (default is None and not value):
         raise BalancerError("must be a non-empty string", field=where)
     return value
+
+
+def parse_hash(value: Any, path: str) -> int:
+    """A hash position: an integer, or hex text such as ``0x40000000``.
+
+    Raises:
+        BalancerError: anything else (``field`` is ``path``).
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value, 16)
+        except ValueError:
+            pass
+    raise BalancerError("must be a hash such as 0x40000000", field=path)
 
 
 def parse_rates(doc: Mapping[str, Any], path: str) -> MessageRates:
@@ -180,6 +198,31 @@ def parse_topic(value: Any, path: str) -> TopicStats:
     )
 
 
+def parse_topic_loads(value: Any, path: str) -> list[TopicLoad]:
+    """A bundle's topics for a split: ``[{"topic", "hash" (optional: hashed by name),
+    "msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut"}]`` (msg/s, bytes/s); a
+    topic without any rate has no stats (flow_or_qps_equally_divide ignores it)."""
+    out = []
+    for i, item in enumerate(array(value, path)):
+        where = f"{path}[{i}]"
+        body = obj(item, where)
+        name = text(body, "topic", where)
+        point = parse_hash(body["hash"], f"{where}.hash") if "hash" in body else topic_hash(name)
+        has_stats = any(k in body for k in RATE_KEYS)
+        rates = parse_rates(body, where)
+        out.append(TopicLoad(name, point, rates.msg_rate, rates.throughput, has_stats))
+    return out
+
+
+def topic_loads_document(topics: Sequence[TopicLoad]) -> list[dict[str, Any]]:
+    """``topics`` as ``parse_topic_loads`` reads them (rates as "in"; the cut needs their sums)."""
+    return [
+        {"topic": t.name, "hash": format_hash(t.hash)}
+        | ({"msgRateIn": t.msg_rate, "msgThroughputIn": t.throughput} if t.has_stats else {})
+        for t in topics
+    ]
+
+
 def parse_bundle(value: Any, path: str) -> BundleLoad:
     """One bundle of the input document: owner, shortTerm/longTerm rates, counts."""
     doc = obj(value, path)
@@ -215,6 +258,7 @@ def parse_snapshot(doc: Mapping[str, Any]) -> ClusterSnapshot:
             raise BalancerError(f"duplicate broker {broker.name!r}", field=f"brokers[{i}].name")
         brokers[broker.name] = broker
     bundles: dict[str, BundleLoad] = {}
+    topics: dict[str, tuple[TopicLoad, ...]] = {}
     for i, item in enumerate(array(doc.get("bundles", []), "bundles")):
         bundle = parse_bundle(item, f"bundles[{i}]")
         if bundle.name in bundles:
@@ -222,6 +266,10 @@ def parse_snapshot(doc: Mapping[str, Any]) -> ClusterSnapshot:
         if bundle.owner is not None and bundle.owner not in brokers:
             raise BalancerError(f"unknown broker {bundle.owner!r}", field=f"bundles[{i}].owner")
         bundles[bundle.name] = bundle
+        if "topicStats" in item:
+            topics[bundle.name] = tuple(
+                parse_topic_loads(item["topicStats"], f"bundles[{i}].topicStats")
+            )
     namespaces: dict[str, NamespacePolicy] = {}
     for i, item in enumerate(array(doc.get("namespaces", []), "namespaces")):
         ns = obj(item, f"namespaces[{i}]")
@@ -250,6 +298,7 @@ def parse_snapshot(doc: Mapping[str, Any]) -> ClusterSnapshot:
         namespaces=namespaces,
         recently_unloaded=recently_unloaded,
         recent_moves=moves,
+        bundle_topics=topics,
     )
 
 
@@ -366,6 +415,11 @@ def snapshot_document(snapshot: ClusterSnapshot) -> dict[str, Any]:
                 "producers": b.producers,
                 "consumers": b.consumers,
             }
+            | (
+                {"topicStats": topic_loads_document(snapshot.bundle_topics[b.name])}
+                if b.name in snapshot.bundle_topics
+                else {}
+            )
             for b in snapshot.bundles.values()
         ],
         "namespaces": [

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -60,10 +60,12 @@ class StaleReport(Exception):
 @dataclass(frozen=True)
 class BrokerEntry:
     """One broker's entry: its validated report (CLI.md broker document, ``reportedAt`` in s
-    since epoch) and its bundles' records (``BUNDLE_RECORD``)."""
+    since epoch), its bundles' records (``BUNDLE_RECORD``) and, when the report carried them,
+    its bundles' topics: bundle name -> [[topic, hash, msg/s in+out, bytes/s in+out], ...]."""
 
     report: dict[str, Any]
     bundles: np.ndarray
+    topics: dict[str, list[list[Any]]] = field(default_factory=dict)
 
     @property
     def reported_at(self) -> float:
@@ -119,6 +121,9 @@ def _entry(raw: Any) -> BrokerEntry | None:
         report = json.loads(raw[b"report"])
         at = float(report["reportedAt"])
         bundles = np.frombuffer(raw.get(b"bundles", b""), dtype=BUNDLE_RECORD)
+        topics = json.loads(raw.get(b"topics") or b"{}")
+        if not isinstance(topics, dict):
+            raise TypeError("the topics of an entry are an object")
     except (KeyError, TypeError, ValueError) as exc:
         # Only checked reports are written here; a damaged entry (by hand, an old version) is
         # skipped, as if the broker had not reported, and said so.
@@ -126,7 +131,7 @@ def _entry(raw: Any) -> BrokerEntry | None:
         return None
     if not math.isfinite(at):
         return None
-    return BrokerEntry(report, bundles)
+    return BrokerEntry(report, bundles, topics)
 
 
 # Compare-and-set of a broker's entry: written only when its "at" field (the id of the write
@@ -135,7 +140,8 @@ def _entry(raw: Any) -> BrokerEntry | None:
 # appended to the history stream.
 # KEYS: entry, history, ownership version. ARGV: expected write id, new write id, report JSON,
 # bundle records, history maxlen, broker, expected ownership version, a fresh version (used
-# when there is none yet). Returns {1}: written; {0}: another write came first; {-1, version}:
+# when there is none yet), the bundles' topics (JSON, "" for none). Returns {1}: written; {0}:
+# another write came first; {-1, version}:
 # the ownership changed since.
 _PUT_IF_UNCHANGED = """
 local version = redis.call('GET', KEYS[3])
@@ -146,7 +152,7 @@ end
 if version ~= ARGV[7] then return {-1, version} end
 local at = redis.call('HGET', KEYS[1], 'at')
 if (at or '') ~= ARGV[1] then return {0} end
-redis.call('HSET', KEYS[1], 'at', ARGV[2], 'report', ARGV[3], 'bundles', ARGV[4])
+redis.call('HSET', KEYS[1], 'at', ARGV[2], 'report', ARGV[3], 'bundles', ARGV[4], 'topics', ARGV[9])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'broker', ARGV[6], 'report', ARGV[3])
 return {1}
 """
@@ -305,6 +311,7 @@ async def entry_put(
                 broker,
                 ownership,
                 uuid.uuid4().hex,
+                json.dumps(entry.topics, separators=(",", ":")) if entry.topics else "",
             ],
         )
         if answer[0] == 1:

@@ -29,6 +29,7 @@ from balancer.placement.filters import anti_affinity_spread
 from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
+from balancer.splitting.algorithms import TopicLoad
 from balancer.stats import imbalance
 from balancer.wire import parse_broker
 from console import loadstore
@@ -248,7 +249,27 @@ def cluster_snapshot_get(*, now: datetime) -> ClusterSnapshot:
         namespaces=namespaces,
         recently_unloaded=recently_unloaded,
         recent_moves=tuple(at.timestamp() for at in moves),
+        bundle_topics=_bundle_topics(entries, brokers),
     )
+
+
+def _bundle_topics(
+    entries: Mapping[str, loadstore.BrokerEntry], brokers: Mapping[str, BrokerLoad]
+) -> dict[str, tuple[TopicLoad, ...]]:
+    """The topics each broker reported for the bundles it owns now (a previous owner's entry
+    may still list a bundle that moved since): bundle name -> topics."""
+    out: dict[str, tuple[TopicLoad, ...]] = {}
+    for name, entry in entries.items():
+        if not entry.topics or name not in brokers:
+            continue
+        owned = set(brokers[name].bundles)
+        for bundle, rows in entry.topics.items():
+            if bundle in owned:
+                out[bundle] = tuple(
+                    TopicLoad(str(t), int(h), float(rate), float(bytes_))
+                    for t, h, rate, bytes_ in rows
+                )
+    return out
 
 
 def balancer_config_get() -> BalancerConfig:

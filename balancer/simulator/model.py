@@ -67,10 +67,12 @@ class BundleMap:
 
 
 def bundle_stats(
-    workload: Workload, bundles: BundleMap, minute: int
-) -> dict[str, dict[str, float]]:
+    workload: Workload, bundles: BundleMap, minute: int, *, with_topics: bool = False
+) -> dict[str, dict[str, Any]]:
     """Per-bundle rates in trace minute ``minute``: msgRateIn/Out (msg/s), msgThroughputIn/Out
-    (bytes/s), topics, producers (one per topic) and consumers (the fan-out)."""
+    (bytes/s), topics, producers (one per topic) and consumers (the fan-out); with
+    ``with_topics`` also ``topicStats``, each of the bundle's topics with its own rates (what a
+    broker's ``broker-stats/topics`` gives, and the topic split algorithms cut by)."""
     rate_in = workload.msg_rate_in(minute)
     n = len(bundles.bundle_names)
     idx = bundles.topic_bundle
@@ -82,7 +84,7 @@ def bundle_stats(
         "topics": np.bincount(idx, None, n),
         "consumers": np.bincount(idx, workload.fanout, n),
     }
-    return {
+    out: dict[str, dict[str, Any]] = {
         name: {
             "msgRateIn": float(sums["msgRateIn"][i]),
             "msgRateOut": float(sums["msgRateOut"][i]),
@@ -94,6 +96,22 @@ def bundle_stats(
         }
         for i, name in enumerate(bundles.bundle_names)
     }
+    if with_topics:
+        for stats in out.values():
+            stats["topicStats"] = []
+        out_rate = rate_in * workload.fanout
+        bytes_in = rate_in * workload.sizes_bytes
+        for topic, bundle in enumerate(idx.tolist()):
+            out[bundles.bundle_names[bundle]]["topicStats"].append(
+                {
+                    "topic": workload.names[topic],
+                    "msgRateIn": float(rate_in[topic]),
+                    "msgRateOut": float(out_rate[topic]),
+                    "msgThroughputIn": float(bytes_in[topic]),
+                    "msgThroughputOut": float(bytes_in[topic] * workload.fanout[topic]),
+                }
+            )
+    return out
 
 
 def broker_report(

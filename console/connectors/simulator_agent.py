@@ -112,7 +112,7 @@ class Simulator:
                     owners[bundle] = self.client.lookup(topic)["owner"]
                 except requests.HTTPError as exc:
                     log.warning("lookup of %s refused: %s", topic, exc)
-        stats = bundle_stats(self.workload, self.bundle_map, self.minute)
+        stats = bundle_stats(self.workload, self.bundle_map, self.minute, with_topics=True)
         owned: dict[str, list[str]] = {b.name: [] for b in self.layout.brokers}
         for bundle, owner in owners.items():
             if owner in owned:

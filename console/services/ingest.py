@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 from operator import itemgetter
-from typing import Annotated
+from typing import Annotated, Any, Required
 
 import jiter
 import numpy as np
@@ -20,7 +20,9 @@ from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from typing_extensions import TypedDict
 
-from balancer.bundles import Bundle, BundleRange
+from balancer.bundles import Bundle, BundleRange, namespace_of_topic, parse_bundle_name
+from balancer.errors import BalancerError
+from balancer.hashing import format_hash, topic_hash
 from balancer.load import LONG_TERM_SAMPLES, SHORT_TERM_SAMPLES, time_average_columns
 from console import loadstore, realtime, selectors
 from console.models import Broker, LoadReport
@@ -54,10 +56,24 @@ class ResourceInput(_Strict):
         return self
 
 
+class TopicStatsInput(TypedDict, total=False):
+    """One topic of a bundle (Pulsar's ``broker-stats/topics`` figures): its full name and its
+    rates since the last report (msg/s, bytes/s); an absent rate is 0."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # type: ignore[misc]
+
+    topic: Required[Annotated[str, Field(min_length=1, max_length=500)]]
+    msgRateIn: Number
+    msgRateOut: Number
+    msgThroughputIn: Number
+    msgThroughputOut: Number
+
+
 class BundleStatsInput(TypedDict, total=False):
     """One bundle's rates since the last report (msg/s, bytes/s) and its counts; an absent
-    field is 0. A TypedDict, not a model: a report holds hundreds and validates in half the
-    time."""
+    field is 0. ``topicStats`` (optional) lists its topics with their rates: what the
+    topic_count_equally_divide and flow_or_qps_equally_divide splits cut by. A TypedDict, not a
+    model: a report holds hundreds and validates in half the time."""
 
     __pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # type: ignore[misc]
 
@@ -68,6 +84,7 @@ class BundleStatsInput(TypedDict, total=False):
     topics: Count
     producers: Count
     consumers: Count
+    topicStats: Annotated[list[TopicStatsInput], Field(max_length=100_000)]
 
 
 _RATE_NAMES = ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut")
@@ -200,11 +217,14 @@ async def load_report_ingest_async(raw: bytes, *, as_broker: str | None) -> load
                 version, fresh = None, True
                 continue
             document["bundleCount"] = len(owned)
+            topics = _topics(report)
 
             def build(
-                previous: loadstore.BrokerEntry | None, new: np.ndarray = new
+                previous: loadstore.BrokerEntry | None,
+                new: np.ndarray = new,
+                topics: dict[str, list[list[Any]]] = topics,
             ) -> loadstore.BrokerEntry:
-                return loadstore.BrokerEntry(document, _fold(previous, new))
+                return loadstore.BrokerEntry(document, _fold(previous, new), topics)
 
             try:
                 return await loadstore.entry_put(
@@ -295,6 +315,44 @@ def _records(report: LoadReportInput, owned: tuple[tuple[int, str, int, int], ..
         new["short"] = np.array(rates, dtype=np.float64)
         new["counts"] = np.array(counts, dtype=np.int64)
     return new
+
+
+def _topics(report: LoadReportInput) -> dict[str, list[list[Any]]]:
+    """The bundles' topics of a report whose bundles were checked as owned: bundle name ->
+    [[topic, hash, msg/s in+out, bytes/s in+out], ...].
+
+    Raises:
+        ConsoleError: 400 naming ``bundleStats.<bundle>.topicStats.<i>.topic``: a topic of
+            another namespace, one that does not hash into the bundle, or one listed twice.
+    """
+    out: dict[str, list[list[Any]]] = {}
+    for name, stats in report.bundleStats.items():
+        listed = stats.get("topicStats")
+        if listed is None:
+            continue
+        bundle = parse_bundle_name(name)
+        rows = []
+        seen: set[str] = set()
+        for i, item in enumerate(listed):
+            topic = item["topic"]
+            where = f"bundleStats.{name}.topicStats.{i}.topic"
+            try:
+                namespace = namespace_of_topic(topic)
+            except BalancerError as exc:
+                raise ConsoleError(f"{where}: {exc.message}", field=where) from None
+            point = topic_hash(topic)
+            if namespace != bundle.namespace or not bundle.range.contains(point):
+                raise ConsoleError(
+                    f"{where}: {topic} (hash {format_hash(point)}) is not in bundle {name}",
+                    field=where,
+                )
+            if topic in seen:
+                raise ConsoleError(f"{where}: {topic} is listed twice", field=where)
+            seen.add(topic)
+            rates: list[float] = [float(item.get(key, 0.0)) for key in _RATE_NAMES]  # type: ignore[arg-type]
+            rows.append([topic, point, rates[0] + rates[1], rates[2] + rates[3]])
+        out[name] = rows
+    return out
 
 
 _rates = itemgetter(*_RATE_NAMES)

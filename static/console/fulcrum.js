@@ -646,7 +646,8 @@ const Fulcrum = (() => {
         children.innerHTML = "";
         if (kind === "split" && answer.children.length) {
           const table = el("table", {class: "children"});
-          table.innerHTML = "<thead><tr><th>Child</th><th>Share of range</th><th>Throughput</th><th>Msg rate</th><th>Topics</th></tr></thead>";
+          const measured = answer.children.every((c) => c.measured);
+          table.innerHTML = `<thead><tr><th>Child</th><th>${measured ? "Share of throughput" : "Share of range"}</th><th>Throughput</th><th>Msg rate</th><th>Topics</th></tr></thead>`;
           const tbody = el("tbody");
           answer.children.forEach((c) => {
             const tr = el("tr");
@@ -656,7 +657,10 @@ const Fulcrum = (() => {
           });
           table.appendChild(tbody);
           children.appendChild(table);
-          children.appendChild(el("p", {class: "muted"}, "Each child's load is its share of the hash range (reports carry bundle totals, not per-topic rates). The children are unowned until the next lookup or tick places them."));
+          children.appendChild(el("p", {class: "muted"}, (measured
+            ? "Each child's load is the sum of its own topics' rates, from the owner's per-topic stats."
+            : "Each child's load is its share of the hash range (the owner's reports carry this bundle's totals, not per-topic rates).")
+            + " The children are unowned until the next lookup or tick places them."));
         }
         const override = document.getElementById("plan-override");
         override.hidden = !answer.overridable;

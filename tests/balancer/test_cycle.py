@@ -756,3 +756,93 @@ def test_an_operators_automatic_unload_lists_the_brokers_the_filters_removed():
         ("d", "even_distribution", "NotLeastBundlesOfNamespace"),
     ]
     assert "d" in place.candidates[1].detail
+
+
+def topic_snapshot():
+    """One bundle with five topics whose owner reported their stats (hashes × 0x1000000:
+    10, 20, 35, 65, 70 — the PULSAR.md §10.2 example less one)."""
+    from balancer.splitting.algorithms import TopicLoad
+
+    name = "t/ns/0x00000000_0x80000000"
+    hashes = [0x10, 0x20, 0x35, 0x65, 0x70]
+    topics = tuple(
+        TopicLoad(f"persistent://t/ns/t{i}", h << 24, 1000.0 * (i + 1), MIB * (i + 1))
+        for i, h in enumerate(hashes)
+    )
+    load = BundleLoad(name, "b1", short_term=MessageRates(15000, 0, 15 * MIB, 0), topics=5)
+    brokers = {n: BrokerLoad(n, reported_at=NOW) for n in ("b1", "b2")}
+    return ClusterSnapshot(NOW, brokers, {name: load}, bundle_topics={name: topics}), name
+
+
+def test_with_per_topic_stats_the_topic_algorithms_cut_by_the_topics():
+    from balancer.cycle import split_child_loads
+
+    snap, name = topic_snapshot()
+    plan = plan_split(snap, config(), name, "topic_count_equally_divide")
+    (split,) = plan.planned(ActionKind.SPLIT)
+    # Between the two middle topics, 0x20000000 and 0x35000000.
+    assert split.boundaries == (0x2A800000,)
+    assert "cuts at 0x2a800000" in split.explanation
+    # Limits of 4,000 msg/s per bundle: flow_or_qps cuts wherever the next topic would pass it.
+    limits = replace(
+        EASY,
+        bundle_max_msg_rate=4000.0,
+        bundle_max_bandwidth_bytes_per_s=1000 * MIB,
+        flow_or_qps_difference_fraction=0.0,
+    )
+    flow = plan_split(snap, config(pulsar=limits), name, "flow_or_qps_equally_divide")
+    assert flow.planned(ActionKind.SPLIT)[0].boundaries == (0x2A800001, 0x4D000001, 0x6A800001)
+    # Each child's load is its own topics', not a share of the range.
+    left, right = split_child_loads(snap, name, [0x2A800000])
+    assert (left["topics"], right["topics"]) == (2, 3)
+    assert (left["msgRate"], right["msgRate"]) == (3000.0, 12000.0)
+    assert (left["throughput"], right["throughput"]) == (3 * MIB, 12 * MIB)
+    assert left["fraction"] == pytest.approx(0.2)
+    assert left["measured"] is True
+    # Topics that carry nothing share the bundle by count.
+    idle = {name: tuple(replace(t, throughput=0.0) for t in snap.bundle_topics[name])}
+    quiet = ClusterSnapshot(NOW, snap.brokers, snap.bundles, bundle_topics=idle)
+    assert [c["fraction"] for c in split_child_loads(quiet, name, [0x2A800000])] == [0.4, 0.6]
+    # The last child keeps a topic hashed at the bundle's upper end.
+    end = ClusterSnapshot(
+        NOW,
+        snap.brokers,
+        snap.bundles,
+        bundle_topics={name: (*snap.bundle_topics[name], replace(idle[name][0], hash=0x80000000))},
+    )
+    assert split_child_loads(end, name, [0x2A800000])[1]["topics"] == 4
+
+
+def test_without_per_topic_stats_a_topic_algorithm_is_vetoed_and_says_why():
+    snap, name = topic_snapshot()
+    bare = ClusterSnapshot(NOW, snap.brokers, snap.bundles)
+    (split,) = plan_split(bare, config(), name, "topic_count_equally_divide").actions
+    assert split.veto == Reason.NO_TOPIC_DATA
+    assert "load report of b1 carries none" in split.explanation
+
+
+def test_per_topic_stats_survive_a_snapshot_document_round_trip():
+    from balancer.wire import parse_snapshot, snapshot_document
+
+    snap, name = topic_snapshot()
+    doc = snapshot_document(snap)
+    (bundle,) = doc["bundles"]
+    assert bundle["topicStats"][0] == {
+        "topic": "persistent://t/ns/t0",
+        "hash": "0x10000000",
+        "msgRateIn": 1000.0,
+        "msgThroughputIn": float(MIB),
+    }
+    back = parse_snapshot(doc)
+    assert back.bundle_topics == snap.bundle_topics
+    # A topic without rates has no stats; one without a hash is hashed by its name.
+    bundle["topicStats"] = [{"topic": "persistent://t/ns/t9"}]
+    (topic,) = parse_snapshot(doc).bundle_topics[name]
+    assert not topic.has_stats
+    from balancer.hashing import topic_hash
+
+    assert topic.hash == topic_hash("persistent://t/ns/t9")
+    bundle["topicStats"] = [{"topic": "x", "hash": True}]
+    with pytest.raises(BalancerError) as err:
+        parse_snapshot(doc)
+    assert err.value.field == "bundles[0].topicStats[0].hash"

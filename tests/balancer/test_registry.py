@@ -135,7 +135,12 @@ def test_the_registry_says_what_the_console_runs_and_why_not():
         "TransferShedder",
         "danube",
     )
-    assert console_names("split") == ("range_equally_divide", "specified_positions_divide")
+    assert console_names("split") == (
+        "range_equally_divide",
+        "specified_positions_divide",
+        "topic_count_equally_divide",
+        "flow_or_qps_equally_divide",
+    )
     danube = strategy_info("shedder", "danube")
     assert danube.in_console
     assert danube.as_dict()["parameters"][0] == {
@@ -149,8 +154,8 @@ def test_the_registry_says_what_the_console_runs_and_why_not():
     assert parameter("cv_threshold").maximum == 1.0
     assert parameter("blacklist_topics").default == ""
     topics = strategy_info("split", "topic_count_equally_divide")
-    assert not topics.in_console
-    assert "per-topic" in topics.why_not
+    assert topics.in_console
+    assert "per-topic stats" in topics.summary
     assert strategy_info("placement", "avg_shedder").kind == "placement"
     doc = strategy_info("shedder", "threshold_shedder").as_dict()
     assert doc["inConsole"] is True

@@ -2,11 +2,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from balancer.hashing import topic_hash
 from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision
 from console.services import bundle_lookup, bundle_unload, shedding_tick_run
 from console.services.errors import ConsoleError
 from console.services.shedding import TICK_LOCK, lease_claim
-from tests.conftest import bundle_load, ingest, report
+from tests.conftest import MIB, bundle_load, ingest, report
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -409,3 +410,35 @@ def test_a_snapshot_too_large_or_too_soon_is_not_recorded(cluster, settings):
     assert replay_record(snapshot, NOW + timedelta(seconds=1)) is False
     loadstore.client().zadd(loadstore._replay_key(), {b"not zlib": NOW.timestamp() + 2})
     assert len(loadstore.replay_samples(0)) == 1  # the broken entry is left out
+
+
+def test_with_per_topic_stats_operators_split_by_topic_count_and_see_each_halfs_load(
+    cluster, operator
+):
+    from console.services import bundle_split
+    from tests.console.test_ingest import topics_of
+
+    own_all(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
+    name = "acme/orders/0x00000000_0x40000000"
+    topics = sorted(topics_of(0, 0x40000000, 6), key=topic_hash)
+    listed = [
+        {"topic": t, "msgRateIn": 100.0 * (i + 1), "msgThroughputIn": MIB * (i + 1)}
+        for i, t in enumerate(topics)
+    ]
+    bundle_load(name, topics=6, topicStats=listed)
+    for broker in ("broker-1", "broker-2", "broker-3"):
+        ingest(report(broker, 20, bundles=names_of(broker)))
+    preview = bundle_split(
+        name, actor=operator, algorithm="topic_count_equally_divide", preview=True, now=NOW
+    )
+    hashes = [topic_hash(t) for t in topics]
+    cut = hashes[2] + (hashes[3] - hashes[2]) // 2
+    assert preview["plan"]["actions"][0]["boundaries"] == [f"0x{cut:08x}"]
+    left, right = preview["children"]
+    assert (left["topics"], right["topics"]) == (3, 3)
+    assert (left["msgRate"], right["msgRate"]) == (600.0, 1500.0)
+    assert left["measured"] is True
+    assert AuditEvent.objects.count() == 0  # a preview writes nothing
+    done = bundle_split(name, actor=operator, algorithm="topic_count_equally_divide", now=NOW)
+    assert done["boundaries"] == [f"0x{cut:08x}"]
+    assert "topic_count_equally_divide cuts at" in AuditEvent.objects.get(action="split").reason

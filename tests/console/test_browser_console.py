@@ -13,11 +13,13 @@ from channels.testing import ChannelsLiveServerTestCase
 from django.conf import settings
 from django.contrib.auth.models import Group, User
 
+from balancer.bundles import parse_bundle_name
 from console.access import OPERATORS_GROUP
 from console.models import AuditEvent, Broker, Bundle, Namespace
 from console.services.seed import cluster_seed
 from tests.browser import CHROMIUM, DRAWN_AS, LAUNCH_ARGS, WHERE
 from tests.conftest import MIB, SMALL, report
+from tests.console.test_ingest import topics_of
 
 SHOTS = settings.VAR_DIR / "screenshots"
 
@@ -54,6 +56,18 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
                 }
                 for k, name in enumerate(owned)
             }
+            if broker.name == "broker-2":  # its report carries per-topic stats too
+                for name, figures in stats.items():
+                    bundle = parse_bundle_name(name)
+                    topics = topics_of(bundle.range.lower, bundle.range.upper, 4, bundle.namespace)
+                    figures["topicStats"] = [
+                        {
+                            "topic": t,
+                            "msgRateIn": figures["msgRateIn"] * (i + 1) / 10,
+                            "msgThroughputIn": figures["msgThroughputIn"] * (i + 1) / 10,
+                        }
+                        for i, t in enumerate(topics)
+                    ]
             response = requests.post(
                 f"{self.live_server_url}/api/load-reports/",
                 json=report(broker.name, 20 + 10 * j, bundles=owned, stats=stats),
@@ -148,12 +162,22 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             # segments with their (estimated) load.
             other = Bundle.objects.select_related("namespace").filter(owner__name="broker-2")[0]
             self.click_bundle(page, other.name)
+            # broker-2 reports its topics: topic_count_equally_divide halves them, and each
+            # half's load is its own topics'.
+            page.select_option("#split-algorithm", "topic_count_equally_divide")
+            page.click("#split-preview")
+            expect(page.locator("#plan-children thead")).to_contain_text("Share of throughput")
+            expect(page.locator("#plan-children")).to_contain_text("its own topics' rates")
+            expect(page.locator("#plan-children tbody tr").first).to_contain_text("2")
+            page.screenshot(path=str(SHOTS / "bundle-map-split-topics.png"), full_page=True)
+            page.click("#plan-cancel")
             page.select_option("#split-algorithm", "range_equally_divide")
             page.click("#split-preview")
             children = page.locator("#plan-children tbody tr")
             expect(children).to_have_count(2)
-            expect(children.first).to_contain_text("50.0 %")
-            expect(children.first).to_contain_text("MiB/s")
+            # The midpoint, with each half's load from its own topics (none may fall left).
+            expect(page.locator("#plan-children")).to_contain_text("its own topics' rates")
+            expect(children.nth(1)).to_contain_text("KiB/s")
             page.screenshot(path=str(SHOTS / "bundle-map-split-preview.png"), full_page=True)
             page.click("#plan-confirm")
             expect(page.locator("#result")).to_contain_text("into 2 bundles")

@@ -300,3 +300,50 @@ def test_a_rankings_delta_names_new_changed_and_reordered_rows():
         "changed": [moved],
     }
     assert rankings_delta([a, b], [a, b])["changed"] == []
+
+
+def topics_of(bundle_lower, bundle_upper, count, namespace="acme/orders"):
+    from balancer.hashing import topic_hash
+
+    names = (f"persistent://{namespace}/t{i}" for i in range(10_000))
+    return [n for n in names if bundle_lower <= topic_hash(n) < bundle_upper][:count]
+
+
+def test_per_topic_stats_are_checked_and_reach_the_snapshot(owns_one, broker_client):
+    from datetime import UTC, datetime
+
+    from balancer.hashing import topic_hash
+
+    mine = topics_of(0, 0x40000000, 4)
+    listed = [
+        {"topic": t, "msgRateIn": 10.0 * (i + 1), "msgRateOut": 1.0, "msgThroughputIn": 100.0}
+        for i, t in enumerate(mine)
+    ]
+
+    def with_topics(topic_stats):
+        stats = {BUNDLE: {"msgRateIn": 104.0, "topics": 4, "topicStats": topic_stats}}
+        return report("broker-1", 20, bundles=[BUNDLE], stats=stats)
+
+    elsewhere = topics_of(0x40000000, 0x80000000, 1)[0]
+    for bad, why in (
+        ([*listed, {"topic": elsewhere}], "is not in bundle"),
+        ([*listed, {"topic": "persistent://acme/payments/x"}], "is not in bundle"),
+        ([*listed, listed[0]], "listed twice"),
+        ([{"topic": "nonsense"}], "not a topic name"),
+        ([{"topic": mine[0], "msgRateIn": -1}], "greater than or equal to 0"),
+        ([{"msgRateIn": 1}], "Field required"),
+    ):
+        response = post(broker_client, with_topics(bad))
+        assert response.status_code == 400, (bad, response.content)
+        assert why in response.json()["error"]["message"]
+        assert response.json()["error"]["field"].startswith(f"bundleStats.{BUNDLE}.topicStats.")
+        assert nothing_written()
+    assert post(broker_client, with_topics(listed)).status_code == 201
+    snapshot = selectors.cluster_snapshot_get(now=datetime.now(UTC))
+    topics = snapshot.bundle_topics[BUNDLE]
+    assert [(t.name, t.hash) for t in topics] == [(t, topic_hash(t)) for t in mine]
+    assert [t.msg_rate for t in topics] == [11.0, 21.0, 31.0, 41.0]
+    assert [t.throughput for t in topics] == [100.0] * 4
+    # A report without them: the bundle has none any more.
+    assert post(broker_client, report("broker-1", 20, bundles=[BUNDLE])).status_code == 201
+    assert BUNDLE not in selectors.cluster_snapshot_get(now=datetime.now(UTC)).bundle_topics

@@ -113,3 +113,26 @@ def test_every_bundle_in_the_grace_period_selects_nothing():
     )
     assert unloads == []
     assert skipped[0].reason == Reason.COOL_DOWN
+
+
+@pytest.mark.parametrize(
+    "loads",
+    [
+        {"a": 10, "b": 10, "c": 95},  # every candidate holds the namespace: the least count
+        {"a": 95, "b": 96, "c": 97},  # every broker overloaded
+    ],
+)
+def test_unloaded_bundles_leave_their_source_as_explained_one_by_one(loads):
+    snap = snapshot(
+        [broker(name, cpu) for name, cpu in loads.items()],
+        [bundle("ns/1", "a"), bundle("ns/2", "b"), bundle("ns/3", "c"), bundle("ns/4", "a")],
+    )
+    sources = {"ns/1": "a", "ns/4": "a"}
+    fast, fast_state = place_many(snap, ["ns/1", "ns/4"], PulsarConfig(), {}, sources=sources)
+    slow, slow_state = place_many(
+        snap, ["ns/1", "ns/4"], PulsarConfig(), {}, sources=sources, explain=True
+    )
+    assert [(p.broker, p.reason) for p in fast] == [(p.broker, p.reason) for p in slow]
+    assert "a" not in {p.broker for p in fast}
+    assert fast_state["preallocated"] == slow_state["preallocated"]
+    assert all(p.scores for p in slow)  # the explained ones score every candidate

@@ -177,3 +177,27 @@ def test_offline_run_without_a_shedder_never_unloads():
     result = run(None, 3, traces=TRACES, config=PulsarConfig())
     assert result["unloads"] == 0
     assert len(result["cv"]) == 3
+
+
+def test_bundle_stats_can_list_each_bundles_topics_with_their_own_rates(tmp_path):
+    from balancer.bundles import parse_bundle_name
+
+    workload, _root = small_workload(tmp_path)
+    names = [
+        b.name
+        for ns in SMALL.namespaces
+        for b in bundles_from_boundaries(ns, initial_boundaries(SMALL.bundles_per_namespace))
+    ]
+    bundle_map = BundleMap.build(workload, names)
+    plain = bundle_stats(workload, bundle_map, 0)
+    listed = bundle_stats(workload, bundle_map, 0, with_topics=True)
+    assert all("topicStats" not in s for s in plain.values())
+    for name, stats in listed.items():
+        topics = stats["topicStats"]
+        assert len(topics) == stats["topics"]
+        for key in ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut"):
+            assert sum(t[key] for t in topics) == pytest.approx(stats[key])
+        bundle = parse_bundle_name(name)
+        for t in topics:  # every topic hashes into its bundle, as the console checks
+            assert t["topic"].startswith(f"persistent://{bundle.namespace}/")
+            assert bundle.range.contains(topic_hash(t["topic"]))
