@@ -453,6 +453,7 @@ const Fulcrum = (() => {
       tip.hidden = false;
     }
 
+    let treemapFocus = null;  // the broker whose every bundle the treemap shows
     function treemapTrace(bundles) {
       const labels = [], parents = [], values = [], ids = [], colours = [], text = [];
       const brokers = data.brokers.map((b) => b.name);
@@ -463,16 +464,18 @@ const Fulcrum = (() => {
         values.push(mine.reduce((s, b) => s + Math.max(b.throughput, 1), 0));
         colours.push(colourOf(i)); text.push(fmtBytes(mine.reduce((s, b) => s + b.throughput, 0)));
       });
-      // Each broker's 60 busiest bundles, the rest as one tile: a treemap stays legible and fast.
+      // Each broker's 60 busiest bundles, the rest as one tile (a treemap stays legible and
+      // fast); a click on that tile shows every bundle of that broker (up to 5,000).
       brokers.forEach((name, i) => {
         const mine = owned.filter((b) => b.owner === name).sort((a, b) => b.throughput - a.throughput);
-        mine.slice(0, 60).forEach((b) => {
+        const shown = name === treemapFocus ? 5000 : 60;
+        mine.slice(0, shown).forEach((b) => {
           ids.push(b.name); labels.push(`${b.namespace} ${hex(b.lower)}`); parents.push(name);
           values.push(Math.max(b.throughput, 1)); colours.push(colourOf(i)); text.push(fmtBytes(b.throughput));
         });
-        const rest = mine.slice(60);
+        const rest = mine.slice(shown);
         if (rest.length) {
-          ids.push(`${name}/other`); labels.push(`${rest.length} other bundles`); parents.push(name);
+          ids.push(`${name}/other`); labels.push(`${rest.length} other bundles (click to show them)`); parents.push(name);
           values.push(rest.reduce((s, b) => s + Math.max(b.throughput, 1), 0)); colours.push(colourOf(i));
           text.push(fmtBytes(rest.reduce((s, b) => s + b.throughput, 0)));
         }
@@ -583,6 +586,11 @@ const Fulcrum = (() => {
       chart.removeAllListeners && chart.removeAllListeners("plotly_click");
       chart.on("plotly_click", (ev) => {  // the treemap's tiles
         const point = ev.points[0];
+        if (point && String(point.id).endsWith("/other")) {  // every bundle of that broker
+          treemapFocus = String(point.id).slice(0, -"/other".length);
+          draw();
+          return false;
+        }
         const bundle = point && named(point.id);
         if (bundle) showPanel(bundle);
       });

@@ -130,6 +130,29 @@ def measure(port: int, runs: int) -> dict[str, list[float]]:
                 " document.getElementById('map-view').dispatchEvent(new Event('change')); })"
             )
             out["refresh"].append(time.perf_counter() - started)
+            # The treemap view: each broker's 60 busiest bundles; then, on a click of a broker's
+            # "other bundles" tile, every bundle of that broker.
+            started = time.perf_counter()
+            page.select_option("#map-view", "treemap")
+            page.wait_for_selector("#bundle-map g.trace.treemap")
+            out.setdefault("treemap", []).append(time.perf_counter() - started)
+            slices = page.locator("#bundle-map g.trace.treemap g.slice").count()
+            started = time.perf_counter()
+            page.evaluate(
+                "() => document.getElementById('bundle-map').emit('plotly_click',"
+                " {points: [{id: 'broker-00/other'}]})"
+            )
+            page.wait_for_function(
+                "(before) => document.querySelectorAll('#bundle-map g.trace.treemap g.slice')"
+                ".length > before",
+                arg=slices,
+                timeout=60_000,
+            )
+            out.setdefault("focus", []).append(time.perf_counter() - started)
+            shots = Path(os.environ.get("FULCRUM_VAR_DIR", "var")) / "screenshots"
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shots / "bundle-map-treemap-broker.png"), full_page=True)
+            page.select_option("#map-view", "ranges")
         browser.close()
     return out
 
@@ -148,9 +171,10 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(
         "| bundles | selector (s) | JSON (KB) | page → every bundle drawn (s) | click → panel (s) "
-        "| fetch + redraw (s) | HTML received / DOM ready (s) |"
+        "| fetch + redraw (s) | HTML received / DOM ready (s) | treemap (s) "
+        "| one broker's every bundle (s) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for bundles in args.bundles:
         row = (
             subprocess.run(
@@ -234,7 +258,8 @@ def one(namespaces: int, bundles: int, brokers: int, runs: int) -> None:
         f"| {namespaces} × {bundles} = {namespaces * bundles:,} | {statistics.median(times):.2f} "
         f"| {size:,.0f} | {statistics.median(got['page']):.2f} "
         f"| {statistics.median(got['click']):.2f} | {statistics.median(got['refresh']):.2f} "
-        f"| {statistics.median(got['html']):.2f} / {statistics.median(got['dom']):.2f} |"
+        f"| {statistics.median(got['html']):.2f} / {statistics.median(got['dom']):.2f} "
+        f"| {statistics.median(got['treemap']):.2f} | {statistics.median(got['focus']):.2f} |"
     )
 
 
