@@ -679,6 +679,14 @@ def decision_explained(decision: Decision) -> dict[str, Any]:
         "rule": _rule(details, shedding, decision),
         "actions": details.get("actions", []),
         "placements": _placements(details.get("actions", [])),
+        "unexplainedPlacements": sum(
+            1
+            for a in details.get("actions", [])
+            if a.get("kind") == "place"
+            and a.get("destination")
+            and not a.get("candidates")
+            and a.get("reason") not in ("Operator", "StrategyDestination")
+        ),
         "skipped": shedding.get("skipped", []),
         "stale": details.get("stale", []),
         "lost": details.get("lost", []),

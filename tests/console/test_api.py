@@ -607,3 +607,36 @@ def test_config_replay_through_the_api(owned, operator_client, viewer):
         client.post("/api/config/", {"values": values, "replay": True}, format="json").status_code
         == 403
     )
+
+
+def test_a_decision_that_placed_many_bundles_says_why_it_lists_no_candidates(
+    cluster, client, viewer
+):
+    from django.utils import timezone
+
+    from console.models import Decision
+
+    many = Decision.objects.create(
+        at=timezone.now(),
+        kind="place",
+        strategy="LeastLongTermMessageRate",
+        reason="LeastLoaded",
+        summary="20 placement(s)",
+        details={
+            "actions": [
+                {
+                    "kind": "place",
+                    "bundle": f"t/ns/{i}",
+                    "destination": "broker-1",
+                    "outcome": "planned",
+                    "reason": "LeastLoaded",
+                    "explanation": "x",
+                }
+                for i in range(20)
+            ]
+        },
+    )
+    client.force_login(viewer)
+    page = client.get(f"/decisions/{many.pk}/").content.decode()
+    assert "placed 20 bundles in one batch" in page
+    assert "Where each bundle could go" not in page
