@@ -671,6 +671,7 @@ def _place(
         to_place.append(unload.target)
     unowned = [b for b in snapshot.unowned if b not in sources]
     batch = to_place + unowned
+    explain = _explains(batch, serving)
     remembered = {k: v for k, v in placement_state.items() if k != "preallocated"}
     if batch and strategy in DANUBE_PLACEMENT:
         placements, after = _danube_placements(
@@ -685,8 +686,7 @@ def _place(
             strategy=strategy,
             candidates=serving,
             sources=sources,
-            explain=len(batch) <= EXPLAINED_PLACEMENTS
-            and len(batch) * len(serving) <= EXPLAINED_BROKERS_TOTAL,
+            explain=explain,
         )
     if batch:
         remembered = {k: v for k, v in after.items() if k != "preallocated"}
@@ -696,6 +696,7 @@ def _place(
                 strategy,
                 refused.get(placement.bundle, ""),
                 sources.get(placement.bundle),
+                explained=explain,
             )
     out: list[Action] = []
     for unload in unloads:
@@ -801,11 +802,26 @@ def _danube_placements(
     return out, state
 
 
+def _explains(bundles: Sequence[str], serving: Sequence[str]) -> bool:
+    """Whether the place actions of placing ``bundles`` list their candidates: at most
+    ``EXPLAINED_PLACEMENTS`` bundles over at most ``EXPLAINED_BROKERS_TOTAL`` brokers × bundles."""
+    return (
+        len(bundles) <= EXPLAINED_PLACEMENTS
+        and len(bundles) * len(serving) <= EXPLAINED_BROKERS_TOTAL
+    )
+
+
 def _place_action(
-    placement: Placement, strategy: str, prefix: str, source: str | None = None
+    placement: Placement,
+    strategy: str,
+    prefix: str,
+    source: str | None = None,
+    *,
+    explained: bool = False,
 ) -> Action:
     """The place action of one placement; ``prefix`` says why a strategy's own destination was
-    not honoured, ``source`` is the broker the bundle left (None for an unowned bundle)."""
+    not honoured, ``source`` is the broker the bundle left (None for an unowned bundle);
+    ``explained`` lists the placement's candidates and filtered brokers."""
     if placement.broker is None:
         return Action(
             ActionKind.PLACE,
@@ -837,16 +853,13 @@ def _place_action(
         said,
         metric,
         strategy=strategy,
-        candidates=_candidates(placement),
+        candidates=_candidates(placement) if explained else (),
     )
 
 
 def _candidates(placement: Placement) -> tuple[Candidate, ...]:
     """Every broker a placement scored, best first (ties by name), then every broker its filters
-    removed, at most ``EXPLAINED_BROKERS`` of each; none for a batch placement, which keeps the
-    chosen broker's score only."""
-    if not placement.candidates and not placement.filtered:
-        return ()
+    removed, at most ``EXPLAINED_BROKERS`` of each."""
     scored = sorted(placement.scores.items(), key=lambda item: (item[1], item[0]))
     out = [Candidate(broker, score) for broker, score in scored[:EXPLAINED_BROKERS]]
     out += [
@@ -1565,6 +1578,7 @@ def plan_placement(
     serving = _serving(snapshot, config, now)
     placement = _cycle_placement(config.strategies.placement)
     wanted = [b for b in bundles if b in snapshot.bundles and snapshot.bundles[b].owner is None]
+    explain = _explains(wanted, serving)
     actions: list[Action] = []
     remembered: dict[str, Any] = {}
     if wanted and placement in DANUBE_PLACEMENT:
@@ -1579,10 +1593,11 @@ def plan_placement(
             {**state.get(placement, {}), "preallocated": {}},
             strategy=placement,
             candidates=serving,
+            explain=explain,
         )
         remembered = {k: v for k, v in after.items() if k != "preallocated"}
     if wanted:
-        actions = [_place_action(p, placement, "") for p in placements]
+        actions = [_place_action(p, placement, "", explained=explain) for p in placements]
     out_state = {**state, placement: remembered} if remembered else dict(state)
     plan = _operator_plan(snapshot, config, out_state, actions, serving)
     return replace(plan, reason=str(Reason.LEAST_LOADED), strategy=placement)

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -60,12 +60,11 @@ class StaleReport(Exception):
 @dataclass(frozen=True)
 class BrokerEntry:
     """One broker's entry: its validated report (CLI.md broker document, ``reportedAt`` in s
-    since epoch), its bundles' records (``BUNDLE_RECORD``) and, when the report carried them,
-    its bundles' topics: bundle name -> [[topic, hash, msg/s in+out, bytes/s in+out], ...]."""
+    since epoch) and its bundles' records (``BUNDLE_RECORD``). The topics its report listed are
+    kept beside it, under a key of their own (``topics_get``), read by the snapshot only."""
 
     report: dict[str, Any]
     bundles: np.ndarray
-    topics: dict[str, list[list[Any]]] = field(default_factory=dict)
 
     @property
     def reported_at(self) -> float:
@@ -92,6 +91,32 @@ def _key(broker: str) -> str:
 
 def _history_key() -> str:
     return f"{settings.FULCRUM_LOAD_STORE_PREFIX}history"
+
+
+def _topics_key(broker: str) -> str:
+    return f"{settings.FULCRUM_LOAD_STORE_PREFIX}topics:{broker}"
+
+
+def topics_get(brokers: list[str]) -> dict[str, dict[str, list[list[Any]]]]:
+    """The topics the newest report of each of ``brokers`` listed, in one round trip: broker ->
+    bundle name -> [[topic, hash, msg/s in+out, bytes/s in+out], ...]; a broker whose report
+    listed none is absent, and an entry that does not decode is left out (and logged)."""
+    pipe = client().pipeline(transaction=False)
+    for name in brokers:
+        pipe.get(_topics_key(name))
+    out = {}
+    for name, raw in zip(brokers, pipe.execute(), strict=True):
+        if not raw:
+            continue
+        try:
+            found = json.loads(raw)
+        except ValueError:
+            found = None
+        if isinstance(found, dict):
+            out[name] = found
+        else:
+            log.warning("skipping %s's damaged topic list in the live load store", name)
+    return out
 
 
 def entry_get(broker: str) -> BrokerEntry | None:
@@ -121,9 +146,6 @@ def _entry(raw: Any) -> BrokerEntry | None:
         report = json.loads(raw[b"report"])
         at = float(report["reportedAt"])
         bundles = np.frombuffer(raw.get(b"bundles", b""), dtype=BUNDLE_RECORD)
-        topics = json.loads(raw.get(b"topics") or b"{}")
-        if not isinstance(topics, dict):
-            raise TypeError("the topics of an entry are an object")
     except (KeyError, TypeError, ValueError) as exc:
         # Only checked reports are written here; a damaged entry (by hand, an old version) is
         # skipped, as if the broker had not reported, and said so.
@@ -131,18 +153,17 @@ def _entry(raw: Any) -> BrokerEntry | None:
         return None
     if not math.isfinite(at):
         return None
-    return BrokerEntry(report, bundles, topics)
+    return BrokerEntry(report, bundles)
 
 
 # Compare-and-set of a broker's entry: written only when its "at" field (the id of the write
 # that made it) is still the one the caller's previous entry had ("" for none) and the
 # ownership version is the one the caller checked the report's bundles against; the report is
 # appended to the history stream.
-# KEYS: entry, history, ownership version. ARGV: expected write id, new write id, report JSON,
-# bundle records, history maxlen, broker, expected ownership version, a fresh version (used
-# when there is none yet), the bundles' topics (JSON, "" for none). Returns {1}: written; {0}:
-# another write came first; {-1, version}:
-# the ownership changed since.
+# KEYS: entry, history, ownership version, the broker's topics. ARGV: expected write id, new
+# write id, report JSON, bundle records, history maxlen, broker, expected ownership version, a
+# fresh version (used when there is none yet), the bundles' topics (JSON, "" for none). Returns
+# {1}: written; {0}: another write came first; {-1, version}: the ownership changed since.
 _PUT_IF_UNCHANGED = """
 local version = redis.call('GET', KEYS[3])
 if not version then
@@ -152,7 +173,8 @@ end
 if version ~= ARGV[7] then return {-1, version} end
 local at = redis.call('HGET', KEYS[1], 'at')
 if (at or '') ~= ARGV[1] then return {0} end
-redis.call('HSET', KEYS[1], 'at', ARGV[2], 'report', ARGV[3], 'bundles', ARGV[4], 'topics', ARGV[9])
+redis.call('HSET', KEYS[1], 'at', ARGV[2], 'report', ARGV[3], 'bundles', ARGV[4])
+if ARGV[9] == '' then redis.call('DEL', KEYS[4]) else redis.call('SET', KEYS[4], ARGV[9]) end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'broker', ARGV[6], 'report', ARGV[3])
 return {1}
 """
@@ -277,11 +299,13 @@ async def entry_put(
     *,
     reported_at: float,
     ownership: str,
+    topics: str = "",
 ) -> BrokerEntry:
     """Replace ``broker``'s entry with ``build(previous entry or None)`` when ``reported_at`` is
     newer than the stored report and the ownership version is still ``ownership``, atomically
     (compare-and-set, one round trip when this process wrote the previous entry; retried on a
-    concurrent write), and append the report to the history stream.
+    concurrent write), and append the report to the history stream; ``topics`` (JSON, "" for
+    none) replaces the broker's topic list in the same write.
 
     Raises:
         StaleReport: the stored report is as new or newer; nothing is written.
@@ -301,7 +325,7 @@ async def entry_put(
         report = json.dumps(entry.report, separators=(",", ":"))
         new_at = uuid.uuid4().hex  # this write's id: never repeats, unlike a timestamp
         answer = await put_if_unchanged(
-            keys=[_key(broker), _history_key(), _ownership_key()],
+            keys=[_key(broker), _history_key(), _ownership_key(), _topics_key(broker)],
             args=[
                 at,
                 new_at,
@@ -311,7 +335,7 @@ async def entry_put(
                 broker,
                 ownership,
                 uuid.uuid4().hex,
-                json.dumps(entry.topics, separators=(",", ":")) if entry.topics else "",
+                topics,
             ],
         )
         if answer[0] == 1:
@@ -326,7 +350,7 @@ async def entry_put(
 def entry_delete(broker: str) -> None:
     """Forget a broker's entry (the broker was removed)."""
     _recent.drop(broker)
-    client().delete(_key(broker))
+    client().delete(_key(broker), _topics_key(broker))
 
 
 def history_read(count: int) -> list[tuple[bytes, str, dict[str, Any]]]:

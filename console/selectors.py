@@ -249,26 +249,30 @@ def cluster_snapshot_get(*, now: datetime) -> ClusterSnapshot:
         namespaces=namespaces,
         recently_unloaded=recently_unloaded,
         recent_moves=tuple(at.timestamp() for at in moves),
-        bundle_topics=_bundle_topics(entries, brokers),
+        bundle_topics=_bundle_topics(loadstore.topics_get(list(entries)), brokers),
     )
 
 
 def _bundle_topics(
-    entries: Mapping[str, loadstore.BrokerEntry], brokers: Mapping[str, BrokerLoad]
+    listed: Mapping[str, Mapping[str, Any]], brokers: Mapping[str, BrokerLoad]
 ) -> dict[str, tuple[TopicLoad, ...]]:
-    """The topics each broker reported for the bundles it owns now (a previous owner's entry
-    may still list a bundle that moved since): bundle name -> topics."""
+    """The topics each broker reported for the bundles it owns now (a previous owner's list
+    may still name a bundle that moved since): bundle name -> topics. A damaged list (written
+    by hand, an old version) is skipped and logged, never raised."""
     out: dict[str, tuple[TopicLoad, ...]] = {}
-    for name, entry in entries.items():
-        if not entry.topics or name not in brokers:
+    for name, bundles in listed.items():
+        if name not in brokers:
             continue
         owned = set(brokers[name].bundles)
-        for bundle, rows in entry.topics.items():
-            if bundle in owned:
+        for bundle, rows in bundles.items():
+            if bundle not in owned:
+                continue
+            try:
                 out[bundle] = tuple(
-                    TopicLoad(str(t), int(h), float(rate), float(bytes_))
-                    for t, h, rate, bytes_ in rows
+                    TopicLoad(str(t), int(h), float(rate), float(size)) for t, h, rate, size in rows
                 )
+            except (TypeError, ValueError):
+                log.warning("skipping %s's damaged topic list for %s", name, bundle)
     return out
 
 

@@ -212,11 +212,12 @@ FULCRUM_MAX_MOVES_PER_HOUR = int(os.environ.get("FULCRUM_MAX_MOVES_PER_HOUR", "0
 FULCRUM_BLACKLIST = [p for p in os.environ.get("FULCRUM_BLACKLIST", "").split(",") if p]
 # A broker that reported once and then stayed silent this long is lost: its bundles move.
 FULCRUM_BROKER_TIMEOUT_S = float(os.environ.get("FULCRUM_BROKER_TIMEOUT_S", "60"))
-# The config page's replay: the tick records its snapshot at most every REPLAY_SAMPLE_S seconds,
-# keeps REPLAY_WINDOW_S seconds of them, and records nothing over REPLAY_MAX_BUNDLES bundles.
+# The config page's replay: a due tick records its snapshot at most every REPLAY_SAMPLE_S seconds,
+# keeps REPLAY_WINDOW_S seconds of them, and records nothing over REPLAY_MAX_BUNDLES bundles (a
+# replay answers within a request: about 1 s at 100 bundles, growing with the bundles).
 FULCRUM_REPLAY_SAMPLE_S = float(os.environ.get("FULCRUM_REPLAY_SAMPLE_S", "30"))
 FULCRUM_REPLAY_WINDOW_S = float(os.environ.get("FULCRUM_REPLAY_WINDOW_S", "3600"))
-FULCRUM_REPLAY_MAX_BUNDLES = int(os.environ.get("FULCRUM_REPLAY_MAX_BUNDLES", "20000"))
+FULCRUM_REPLAY_MAX_BUNDLES = int(os.environ.get("FULCRUM_REPLAY_MAX_BUNDLES", "1000"))
 
 SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[*]")
 SPARK_SUBMIT = os.environ.get("SPARK_SUBMIT", "spark-submit")

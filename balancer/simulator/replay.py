@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from balancer.cycle import ActionKind, CycleConfig, LoadStats, apply_to_owners, plan_cycle, reassign
+from balancer.load import ResourceWeights
 from balancer.snapshot import ClusterSnapshot
 from balancer.units import Seconds
 
@@ -65,14 +66,15 @@ class ReplayResult:
     oscillations: int
 
     def as_dict(self) -> dict[str, Any]:
-        """The summary (medians, p95, moves per hour over the replayed span) and the points."""
-        span_h = (self.points[-1].at - self.points[0].at) / 3600 if len(self.points) > 1 else 0.0
+        """The summary (medians, p95, moves per hour over the replayed cycles × interval) and
+        the points."""
+        span_h = max(1, len(self.points)) * self.interval_s / 3600
         return {
             **summary(self.points),
             "intervalS": self.interval_s,
             "cycles": len(self.points),
             "moves": self.moves,
-            "movesPerHour": self.moves / span_h if span_h > 0 else 0.0,
+            "movesPerHour": self.moves / span_h,
             "placements": self.placements,
             "splitsPlanned": self.splits,
             "vetoed": self.vetoed,
@@ -95,14 +97,18 @@ def summary(points: Sequence[ReplayPoint]) -> dict[str, float | None]:
     }
 
 
-def recorded(samples: Sequence[ClusterSnapshot], config: CycleConfig) -> tuple[ReplayPoint, ...]:
+def point(snapshot: ClusterSnapshot, weights: ResourceWeights) -> ReplayPoint:
+    """The CV and max/mean of the active brokers' weighted usage in ``snapshot``."""
+    usage = snapshot.weighted_usage(weights)
+    stats = LoadStats.of({n: usage[n] for n, b in snapshot.brokers.items() if b.is_active})
+    return ReplayPoint(snapshot.now, stats.cv, stats.max_over_mean)
+
+
+def recorded(
+    samples: Sequence[ClusterSnapshot], weights: ResourceWeights
+) -> tuple[ReplayPoint, ...]:
     """What the cluster really did: the usage of each sample as recorded (active brokers)."""
-    out = []
-    for sample in samples:
-        usage = sample.weighted_usage(config.pulsar.weights)
-        stats = LoadStats.of({n: usage[n] for n, b in sample.brokers.items() if b.is_active})
-        out.append(ReplayPoint(sample.now, stats.cv, stats.max_over_mean))
-    return tuple(out)
+    return tuple(point(sample, weights) for sample in samples)
 
 
 def replay(
@@ -111,11 +117,13 @@ def replay(
     state: dict[str, Any],
     interval_s: float,
     *,
+    weights: ResourceWeights | None = None,
     max_cycles: int = MAX_CYCLES,
 ) -> ReplayResult:
     """Replay ``samples`` (oldest first) under ``config``, one cycle every ``interval_s``
     seconds (longer when the span would need more than ``max_cycles``), from the strategies'
-    ``state``.
+    ``state``. Each point is the usage of the active brokers by ``weights`` (default the
+    config's), so that replays of configs with other weights are measured alike.
 
     Raises:
         ValueError: no sample, or an interval that is not a positive number of seconds.
@@ -133,6 +141,7 @@ def replay(
     moves_at: list[Seconds] = []
     points: list[ReplayPoint] = []
     moves = placements = splits = vetoed = oscillations = 0
+    scale = config.pulsar.weights if weights is None else weights
     index = 0
     cycles = int((end - start) // interval) + 1
     for tick in range(cycles):
@@ -142,6 +151,9 @@ def replay(
         sample = samples[index]
         for load in sample.bundles.values():
             owners.setdefault(load.name, load.owner)  # a bundle first recorded now (a split's)
+        for bundle, owner in owners.items():
+            if owner is not None and owner not in sample.brokers:
+                owners[bundle] = None  # its broker left the recording: placed again
         recent = [t for t in moves_at if t > now - 3600]
         snapshot = reassign(
             sample,
@@ -152,18 +164,19 @@ def replay(
         )
         plan = plan_cycle(snapshot, config, state, now)
         state = plan.state
-        points.append(ReplayPoint(now, plan.before.cv, plan.before.max_over_mean))
+        points.append(point(snapshot, scale))
         vetoed += len(plan.vetoed)
         splits += len(plan.planned(ActionKind.SPLIT))
         sources = {a.target: a.source for a in plan.planned(ActionKind.UNLOAD)}
         for action in plan.planned(ActionKind.PLACE):
-            if action.target not in sources and owners.get(action.target) is None:
+            if action.target in sources or action.target in left:  # a move, now or earlier
+                if any(
+                    broker == action.destination and now - at <= 3600
+                    for broker, at in left.get(action.target, ())
+                ):
+                    oscillations += 1
+            else:  # a bundle nobody owned
                 placements += 1
-            elif any(
-                broker == action.destination and now - at <= 3600
-                for broker, at in left.get(action.target, ())
-            ):
-                oscillations += 1
         for bundle, source in sources.items():
             left.setdefault(bundle, []).append((source, now))
         applied = apply_to_owners(plan, owners, unloaded, now)

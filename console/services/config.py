@@ -238,13 +238,14 @@ def config_replay(changes: dict[str, Any], *, now: datetime | None = None) -> di
         "from": datetime.fromtimestamp(samples[0].now, UTC).isoformat(),
         "to": datetime.fromtimestamp(samples[-1].now, UTC).isoformat(),
     }
+    # Every series by the current config's resource weights: measured alike.
+    weights = selectors.cycle_config_get(config).pulsar.weights
+    points = recorded(samples, weights)
+    out["recorded"] = {**summary(points), **_points(points)}
     for name, row in (("current", config), ("draft", _draft(config, checked))):
         cycle = selectors.cycle_config_get(row)
-        if name == "current":
-            points = recorded(samples, cycle)
-            out["recorded"] = {**summary(points), **_points(points)}
         try:
-            result = replay(samples, cycle, {}, row.loop_interval_s)
+            result = replay(samples, cycle, {}, row.loop_interval_s, weights=weights)
         except BalancerError as exc:
             raise ConsoleError(exc.message, field=exc.field or "parameters") from None
         doc = result.as_dict()

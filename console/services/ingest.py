@@ -4,6 +4,7 @@ into ``LoadReport`` rows in batches and publishes the new rankings."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -220,15 +221,17 @@ async def load_report_ingest_async(raw: bytes, *, as_broker: str | None) -> load
             topics = _topics(report)
 
             def build(
-                previous: loadstore.BrokerEntry | None,
-                new: np.ndarray = new,
-                topics: dict[str, list[list[Any]]] = topics,
+                previous: loadstore.BrokerEntry | None, new: np.ndarray = new
             ) -> loadstore.BrokerEntry:
-                return loadstore.BrokerEntry(document, _fold(previous, new), topics)
+                return loadstore.BrokerEntry(document, _fold(previous, new))
 
             try:
                 return await loadstore.entry_put(
-                    report.name, build, reported_at=at, ownership=version
+                    report.name,
+                    build,
+                    reported_at=at,
+                    ownership=version,
+                    topics=json.dumps(topics, separators=(",", ":")) if topics else "",
                 )
             except loadstore.OwnershipChanged as changed:
                 version, fresh = changed.version, True

@@ -118,7 +118,10 @@ def shedding_tick_run(
         if last is not None and now - last < timedelta(seconds=config.loop_interval_s * 0.9):
             return None  # not due yet: the configured loop interval is longer than beat's
         snapshot = selectors.cluster_snapshot_get(now=now)
-        replay_record(snapshot, now)
+        try:
+            replay_record(snapshot, now)
+        except Exception:  # recording for the replay must never stop the loop
+            log.exception("could not record the tick's snapshot for the config page's replay")
         try:
             cycle = selectors.cycle_config_get(config)
             plan = plan_cycle(snapshot, cycle, config.state, now.timestamp())

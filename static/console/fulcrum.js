@@ -466,6 +466,7 @@ const Fulcrum = (() => {
       });
       // Each broker's 60 busiest bundles, the rest as one tile (a treemap stays legible and
       // fast); a click on that tile shows every bundle of that broker (up to 5,000).
+      document.getElementById("treemap-all").hidden = !treemapFocus;
       brokers.forEach((name, i) => {
         const mine = owned.filter((b) => b.owner === name).sort((a, b) => b.throughput - a.throughput);
         const shown = name === treemapFocus ? 5000 : 60;
@@ -602,7 +603,11 @@ const Fulcrum = (() => {
       if (bundle) { showPanel(bundle); Plotly.relayout(chart, {shapes: selectedShape()}); }
     });
     document.getElementById("panel-close").addEventListener("click", () => showPanel(null));
-    viewSelect.addEventListener("change", () => { draw(); wireClicks(); });
+    viewSelect.addEventListener("change", () => {
+      if (viewSelect.value !== "treemap") document.getElementById("treemap-all").hidden = true;
+      draw(); wireClicks();
+    });
+    document.getElementById("treemap-all").addEventListener("click", () => { treemapFocus = null; draw(); });
 
     // Operators: preview, then confirm.
     let pending = null;  // {url, body, label}

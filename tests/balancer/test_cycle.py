@@ -723,7 +723,8 @@ def test_a_placement_with_every_broker_overloaded_shows_no_finite_score():
     assert Candidate("b2", 3.0).as_dict() == {"broker": "b2", "score": 3.0}
 
 
-def test_many_placements_at_once_are_not_explained_one_by_one():
+@pytest.mark.parametrize("placement", ["LeastLongTermMessageRate", "LeastResourceUsageWithWeight"])
+def test_many_placements_at_once_are_not_explained_one_by_one(placement):
     from balancer.cycle import EXPLAINED_PLACEMENTS
 
     brokers = {n: BrokerLoad(n, reported_at=NOW) for n in ("a", "b")}
@@ -731,12 +732,17 @@ def test_many_placements_at_once_are_not_explained_one_by_one():
     step = (1 << 32) // count
     names = [f"t/ns/0x{i * step:08x}_0x{(i + 1) * step:08x}" for i in range(count)]
     bundles = {n: BundleLoad(n, None) for n in names}
-    plan = plan_cycle(ClusterSnapshot(NOW, brokers, bundles), config(), {})
+    plan = plan_cycle(ClusterSnapshot(NOW, brokers, bundles), config(placement=placement), {})
     assert len(plan.planned(ActionKind.PLACE)) == count
     assert all(not p.candidates for p in plan.planned(ActionKind.PLACE))
     few = {n: bundles[n] for n in names[:2]}
-    plan = plan_cycle(ClusterSnapshot(NOW, brokers, few), config(), {})
-    assert all(p.candidates for p in plan.planned(ActionKind.PLACE))
+    plan = plan_cycle(ClusterSnapshot(NOW, brokers, few), config(placement=placement), {})
+    assert all(len(p.candidates) == 2 for p in plan.planned(ActionKind.PLACE))
+    # A client's lookup places one bundle: explained too.
+    looked_up = plan_placement(
+        ClusterSnapshot(NOW, brokers, bundles), config(placement=placement), {}, names[:1]
+    )
+    assert len(looked_up.actions[0].candidates) == 2
 
 
 def test_an_operators_automatic_unload_lists_the_brokers_the_filters_removed():

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         f"parsed in {statistics.median(parse_s):.2f} s; {os.cpu_count()} cores; median of "
         f"{args.runs} runs"
     )
-    base = recorded(samples, CycleConfig())
+    base = recorded(samples, CycleConfig().pulsar.weights)
     print()
     print("| shedder | cycles | replay (s) | median CV | median max/mean | moves/hour |")
     print("|---|---|---|---|---|---|")

@@ -129,7 +129,9 @@ def test_the_registry_is_served_for_the_config_editor(operator_client):
     body = operator_client.get("/api/strategies/").json()
     by_name = {(e["kind"], e["name"]): e for e in body["strategies"]}
     assert by_name[("shedder", "ThresholdShedder")]["inConsole"] is True
-    assert by_name[("split", "topic_count_equally_divide")]["whyNot"]
+    assert by_name[("split", "topic_count_equally_divide")]["inConsole"] is True
+    assert "per-topic stats" in by_name[("split", "topic_count_equally_divide")]["summary"]
+    assert by_name[("placement", "AvgShedder")]["whyNot"]
     assert by_name[("shedder", "danube")]["inConsole"] is True
     first = by_name[("shedder", "ThresholdShedder")]["parameters"][0]
     assert first == {
@@ -521,7 +523,8 @@ def test_config_refusals_name_the_field_and_write_nothing(owned, operator_client
     values = operator_client.get("/api/config/").json()["values"]
     for change, field in (
         ({"shedder": "Nope"}, "shedder"),
-        ({"split_algorithm": "flow_or_qps_equally_divide"}, "split_algorithm"),
+        ({"placement": "AvgShedder"}, "placement"),
+        ({"split_algorithm": "nope"}, "split_algorithm"),
         ({"parameters": {"maxUnloadPercentage": 2}}, "parameters.maxUnloadPercentage"),
         ({"parameters": {"typo": 1}}, "parameters.typo"),
         ({"parameters": []}, "parameters"),
@@ -638,5 +641,5 @@ def test_a_decision_that_placed_many_bundles_says_why_it_lists_no_candidates(
     )
     client.force_login(viewer)
     page = client.get(f"/decisions/{many.pk}/").content.decode()
-    assert "placed 20 bundles in one batch" in page
+    assert "for the 20 placements of this decision" in page
     assert "Where each bundle could go" not in page

@@ -347,3 +347,15 @@ def test_per_topic_stats_are_checked_and_reach_the_snapshot(owns_one, broker_cli
     # A report without them: the bundle has none any more.
     assert post(broker_client, report("broker-1", 20, bundles=[BUNDLE])).status_code == 201
     assert BUNDLE not in selectors.cluster_snapshot_get(now=datetime.now(UTC)).bundle_topics
+
+
+def test_a_damaged_topic_list_in_the_store_is_skipped(owns_one, broker_client):
+    from datetime import UTC, datetime
+
+    assert post(broker_client, report("broker-1", 20, bundles=[BUNDLE])).status_code == 201
+    key = f"{django_settings.FULCRUM_LOAD_STORE_PREFIX}topics:broker-1"
+    for damaged in (b"not json", b"[1, 2]", json.dumps({BUNDLE: [["t", "x", 1, 2]]}).encode()):
+        loadstore.client().set(key, damaged)
+        snapshot = selectors.cluster_snapshot_get(now=datetime.now(UTC))
+        assert snapshot.bundle_topics == {}
+        assert snapshot.brokers["broker-1"].reported_at is not None  # the report still counts

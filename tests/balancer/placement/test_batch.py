@@ -135,4 +135,5 @@ def test_unloaded_bundles_leave_their_source_as_explained_one_by_one(loads):
     assert [(p.broker, p.reason) for p in fast] == [(p.broker, p.reason) for p in slow]
     assert "a" not in {p.broker for p in fast}
     assert fast_state["preallocated"] == slow_state["preallocated"]
-    assert all(p.scores for p in slow)  # the explained ones score every candidate
+    assert all(len(p.scores) == 2 for p in slow)  # the explained ones score every candidate
+    assert all(len(p.scores) == 1 for p in fast)  # the batch keeps the chosen broker's only

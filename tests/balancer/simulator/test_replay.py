@@ -10,7 +10,7 @@ from balancer.load import BundleLoad
 from balancer.safety import SafetyConfig
 from balancer.simulator.layout import DEMO
 from balancer.simulator.offline import OfflineCluster
-from balancer.simulator.replay import recorded, replay, summary
+from balancer.simulator.replay import ReplayResult, recorded, replay, summary
 from balancer.simulator.traces import default_traces_dir, load_cpu_series, load_functions
 from balancer.simulator.workload import build_workload
 from balancer.snapshot import ClusterSnapshot
@@ -88,7 +88,7 @@ def test_a_replay_moves_load_off_the_hot_broker_and_counts_its_moves():
     assert result.moves > 0
     assert result.points[-1].cv < result.points[0].cv
     doc = result.as_dict()
-    assert doc["movesPerHour"] == pytest.approx(result.moves / (150 / 3600))
+    assert doc["movesPerHour"] == pytest.approx(result.moves / (6 * 30 / 3600))
     assert doc["cycles"] == 6
     assert doc["cvMedian"] == summary(result.points)["cvMedian"]
 
@@ -97,7 +97,7 @@ def test_without_shedding_a_replay_is_what_was_recorded():
     samples = hot_samples()
     result = replay(samples, config(is_shedding_enabled=False), {}, 30.0)
     assert result.moves == 0
-    assert result.points == recorded(samples, config())
+    assert result.points == recorded(samples, config().pulsar.weights)
 
 
 def test_an_unowned_bundle_is_placed_not_moved():
@@ -108,6 +108,7 @@ def test_an_unowned_bundle_is_placed_not_moved():
     result = replay([sample], config(is_shedding_enabled=False), {}, 10.0)
     assert (result.placements, result.moves, result.interval_s) == (1, 0, 10.0)
     assert result.as_dict()["movesPerHour"] == 0.0
+    assert ReplayResult((), 10.0, 0, 0, 0, 0, 0).as_dict()["movesPerHour"] == 0.0
 
 
 def test_a_long_recording_is_replayed_at_a_longer_interval():
@@ -133,7 +134,7 @@ def test_a_traced_hour_replayed_under_two_configs():
     for minute in range(120):
         cluster.step(minute)
         samples.append(cluster.snapshot(minute * 30.0))
-    as_recorded = recorded(samples, config())
+    as_recorded = recorded(samples, config().pulsar.weights)
     quiet = replay(samples, config(is_shedding_enabled=False), {}, 30.0)
     assert quiet.points == as_recorded  # nothing moved: exactly the recorded load
     shed = replay(samples, config(cool_down=60), {}, 10.0)
@@ -141,3 +142,15 @@ def test_a_traced_hour_replayed_under_two_configs():
     assert shed.oscillations <= shed.moves
     assert summary(shed.points)["maxOverMeanMedian"] < summary(as_recorded)["maxOverMeanMedian"]
     assert shed.oscillations > 0  # bursty load sends some bundles back within the hour
+
+
+def test_a_broker_gone_from_the_recording_leaves_its_bundles_to_be_placed_again():
+    snap = scenarios.one_hot_broker()
+    first = reassign(snap, {})
+    gone = {n: b for n, b in snap.brokers.items() if n != "b3"}
+    bundles = {
+        b.name: replace(b, owner=None) if b.owner == "b3" else b for b in snap.bundles.values()
+    }
+    later = ClusterSnapshot(NOW + 30, gone, bundles)
+    result = replay([first, later], config(is_shedding_enabled=False), {}, 30.0)
+    assert (result.placements, result.moves) == (1, 0)  # b3's bundle found a new owner
