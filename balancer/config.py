@@ -82,6 +82,11 @@ class PulsarConfig:
     namespace_max_bundles: int = 128
     flow_or_qps_difference_fraction: float = 0.10
     seed: int = 0
+    # FulcrumShedder (Fulcrum's own; README § FulcrumShedder)
+    fulcrum_min_gain_fraction: float = 0.03
+    fulcrum_max_moves_per_cycle: int = 10
+    fulcrum_max_moves_per_hour: int = 30
+    fulcrum_cool_down_s: float = 600.0
     # Accepted so that a broker.conf's load-balancer section reads as is; the cycle's cadence,
     # strategies and split algorithm come from Fulcrum's own configuration (CycleConfig).
     shedding_interval_s: float = 60.0
@@ -211,6 +216,10 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[float], float]]]] = {
     "loadBalancerNamespaceMaximumBundles": ("namespace_max_bundles", _same),
     "flowOrQpsDifferenceThresholdPercentage": ("flow_or_qps_difference_fraction", _percent),
     "seed": ("seed", _same),
+    "fulcrumMinGainPercentage": ("fulcrum_min_gain_fraction", _percent),
+    "fulcrumMaxMovesPerCycle": ("fulcrum_max_moves_per_cycle", _same),
+    "fulcrumMaxMovesPerHour": ("fulcrum_max_moves_per_hour", _same),
+    "fulcrumBundleCoolDownMinutes": ("fulcrum_cool_down_s", _minutes),
     "loadBalancerSheddingIntervalMinutes": ("shedding_interval_s", _minutes),
     "loadBalancerSplitIntervalMinutes": ("split_interval_s", _minutes),
     "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": (

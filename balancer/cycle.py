@@ -75,8 +75,12 @@ EXPLAINED_BROKERS: Final = 32
 PLACEMENT_METRICS: Final = {
     "LeastLongTermMessageRate": "longTermMsgRate",
     "LeastResourceUsageWithWeight": "weightedUsage",
+    "FulcrumPlacement": "weightedUsage",
     **dict.fromkeys(DANUBE_PLACEMENT, "rankingScore"),
 }
+# Shedders that read the whole cycle configuration (safety included), and whose destinations are
+# checked against Pulsar's hard placement filters only (not the even-distribution heuristic).
+FULCRUM_SHEDDERS: Final = frozenset({"FulcrumShedder"})
 
 
 class ActionKind(StrEnum):
@@ -423,7 +427,9 @@ def plan_cycle(
         decision = shed_guarded(
             shedder_name,
             bundle_view(snapshot, lost) if danube else snapshot.without_brokers(lost),
-            config.danube if danube else config.pulsar,
+            config.danube
+            if danube
+            else (config if shedder_name in FULCRUM_SHEDDERS else config.pulsar),
             dict(state.get(shedder_name, {})),
             serving,
         )
@@ -644,7 +650,13 @@ def _place(
     to_place: list[str] = []
     sources: dict[str, str] = {}
     serving_set = set(serving)
-    check = _DestinationCheck(snapshot, pulsar, serving, [u.target for u in unloads])
+    fulcrum = any(u.strategy in FULCRUM_SHEDDERS for u in unloads)
+    check = _DestinationCheck(
+        snapshot,
+        replace(pulsar, is_distribute_bundles_evenly_enabled=False) if fulcrum else pulsar,
+        serving,
+        [u.target for u in unloads],
+    )
     for unload in unloads:
         if not unload.is_planned:
             continue

@@ -58,6 +58,7 @@ METRIC_UNITS: dict[str, str] = {
     "longTermMsgRate": "msg/s",
     "weightedUsage": "fraction",
     "rankingScore": "score",
+    "predictedGain": "fraction",
 }
 
 

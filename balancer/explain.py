@@ -54,6 +54,7 @@ def metric(name: str, value: float) -> str:
         "longTermMsgRate": "long-term msg rate",
         "weightedUsage": "weighted usage",
         "rankingScore": "Danube ranking score",
+        "predictedGain": "predicted gain",
     }
     return f"{words.get(name, name)} {quantity(value, METRIC_UNITS.get(name, ''))}"
 
@@ -66,7 +67,8 @@ def shedder_figures(strategy: str, broker: str, stats: Mapping[str, Any]) -> str
     OverloadShedder: its usage against the overload bar; TransferShedder: its load (EMA) against
     the mean, and the std against the target; UniformLoadShedder: the max and min broker msg
     rates or throughputs; AvgShedder: its score (percent); Danube: its ranking score against
-    mean + σ, and the CV against the threshold.
+    mean + σ, and the CV against the threshold; FulcrumShedder: its usage and background
+    against the mean.
     """
     brokers = stats.get("brokers", {})
     mine = brokers.get(broker)
@@ -97,6 +99,11 @@ def shedder_figures(strategy: str, broker: str, stats: Mapping[str, Any]) -> str
             )
         if strategy == "AvgShedder":
             return f"score {stats['scores'][broker]:.1f} % (weighted usage)"
+        if strategy == "FulcrumShedder":
+            return (
+                f"at {percent(mine['usage'])} (background {percent(mine['background'])}) "
+                f"against the mean {percent(stats['avgUsage'])}"
+            )
         if strategy == "danube":
             return (
                 f"ranking score {mine['score']} above mean + σ "

@@ -15,7 +15,7 @@ from balancer.danube.config import DanubeConfig
 from balancer.decisions import SheddingDecision
 from balancer.errors import BalancerError, UnknownStrategy
 from balancer.placement.selection import SELECTORS
-from balancer.shedding import avg, overload, threshold, transfer, uniform
+from balancer.shedding import avg, fulcrum, overload, threshold, transfer, uniform
 from balancer.snapshot import ClusterSnapshot
 from balancer.splitting import algorithms
 from balancer.units import HashPoint
@@ -33,6 +33,7 @@ SHEDDERS: Final[Mapping[str, Shedder]] = {
     "AvgShedder": avg.shed,
     "TransferShedder": transfer.shed,
     "danube": rebalance.shed,
+    "FulcrumShedder": fulcrum.shed,
 }
 DANUBE_PLACEMENT: Final[tuple[str, ...]] = ("fair", "balanced", "weighted_load")
 PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = (*SELECTORS, *DANUBE_PLACEMENT)
@@ -195,6 +196,30 @@ def _danube_parameter(key: str) -> Parameter:
     )
 
 
+# Fulcrum's own keys: unit, minimum, maximum.
+_FULCRUM: Final[Mapping[str, tuple[str, float, float | None]]] = {
+    "fulcrumMinGainPercentage": ("%", 0.0, 100.0),
+    "fulcrumMaxMovesPerCycle": ("count", 0.0, None),
+    "fulcrumMaxMovesPerHour": ("count", 0.0, None),
+    "fulcrumBundleCoolDownMinutes": ("min", 0.0, None),
+}
+
+
+def _fulcrum_parameter(key: str) -> Parameter:
+    name, convert = PULSAR_KEYS[key]
+    unit, minimum, maximum = _FULCRUM[key]
+    value = getattr(PulsarConfig(), name)
+    back = {"_percent": 100.0, "_minutes": 1 / 60.0}.get(convert.__name__, 1.0)
+    return Parameter(
+        key,
+        unit,
+        round(value * back, 6) if back != 1.0 else value,
+        minimum,
+        maximum,
+        "Fulcrum, README § FulcrumShedder",
+    )
+
+
 def parameter(key: str) -> Parameter:
     """The description of one reference key: Pulsar's (PULSAR.md §12, from PulsarConfig) or
     Danube's (DANUBE.md §6, from DanubeConfig; defaults of the balanced preset).
@@ -204,6 +229,8 @@ def parameter(key: str) -> Parameter:
     """
     if key not in PULSAR_KEYS:
         return _danube_parameter(key)
+    if key.startswith("fulcrum"):
+        return _fulcrum_parameter(key)
     name, convert = PULSAR_KEYS[key]
     default = getattr(PulsarConfig(), name)
     unit = _UNITS.get(key)
@@ -351,6 +378,34 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         "brokers' ranking scores exceeds the preset's threshold",
         True,
         _DANUBE_KEYS,
+    ),
+    StrategyInfo(
+        "FulcrumShedder",
+        "shedder",
+        "Fulcrum, README § FulcrumShedder",
+        "moves the bundles with the largest predicted gain (background load unmovable, the "
+        "fullest resource decides) above a minimum gain, within a move budget; swaps when no "
+        "single move gains; never back within the hour",
+        True,
+        (
+            "fulcrumMinGainPercentage",
+            "fulcrumMaxMovesPerCycle",
+            "fulcrumMaxMovesPerHour",
+            "fulcrumBundleCoolDownMinutes",
+            *_WEIGHTS,
+            *_COMMON,
+            "loadBalancerBrokerMaxTopics",
+            "failureDomainsEnabled",
+        ),
+    ),
+    StrategyInfo(
+        "FulcrumPlacement",
+        "placement",
+        "Fulcrum, README § FulcrumPlacement",
+        "the broker with the least predicted usage once the bundle is on it (idle and new "
+        "brokers first)",
+        True,
+        (*_WEIGHTS, *_FILTERS),
     ),
     StrategyInfo(
         "LeastLongTermMessageRate",

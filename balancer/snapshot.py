@@ -106,11 +106,19 @@ class ClusterSnapshot:
         """The bundles as columns (the same object as ``bundles``)."""
         return self.bundles  # type: ignore[return-value]
 
+    def cached(self, key: object, build: Callable[[], T]) -> T:
+        """``build()`` computed once per snapshot and key (a snapshot never changes)."""
+        return self._cached(key, build)
+
     def _cached(self, key: object, build: Callable[[], T]) -> T:
         cache = self._cache  # type: ignore[attr-defined]
         if key not in cache:
             cache[key] = build()
         return cache[key]  # type: ignore[no-any-return]
+
+    def owner_positions(self) -> np.ndarray:
+        """Each table row's owner as a position in ``brokers`` (name order); -1 when unowned."""
+        return self._owner  # type: ignore[attr-defined,no-any-return]
 
     def _owned_rows(self, broker: str) -> np.ndarray:
         by_owner, starts = self._by_owner  # type: ignore[attr-defined]
@@ -280,6 +288,7 @@ class ClusterSnapshot:
             self.namespaces,
             self.recently_unloaded,
             self.recent_moves,
+            self.bundle_topics,
         )
 
     def moves_since(self, since: Seconds) -> int:

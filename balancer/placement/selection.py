@@ -8,7 +8,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Final
 
+import numpy as np
+
 from balancer.config import PulsarConfig
+from balancer.load_model import LoadModel
 from balancer.snapshot import ClusterSnapshot
 
 
@@ -153,8 +156,62 @@ Selector = Callable[
     tuple[str | None, dict[str, float]],
 ]
 
+
+def fulcrum_least_predicted_usage(
+    snapshot: ClusterSnapshot,
+    candidates: list[str],
+    config: PulsarConfig,
+    preallocated: Mapping[str, str],
+    state: dict[str, Any] | None = None,
+    bundle: str = "",
+) -> tuple[str | None, dict[str, float]]:
+    """Pick the candidate whose predicted usage with the bundle is the least (ties by name).
+
+    score(b) = b's usage (fraction, Pulsar's weighted max) by Fulcrum's load model
+    (``balancer.load_model``: its background plus the load of the bundles it owns) with the
+    load of the bundles preallocated to it and of this bundle added (CPU at the cost of one
+    msg/s, its short-term throughput in and out). A new or idle broker scores its background
+    only, so it fills first.
+
+    Returns:
+        (chosen broker or None when there are no candidates, score per candidate as a fraction).
+
+    Source: Fulcrum (README § "FulcrumPlacement").
+    """
+    if not candidates:
+        return None, {}
+    model = snapshot.cached(
+        ("fulcrum_model", config.weights),
+        lambda: LoadModel.of(snapshot, list(snapshot.brokers), config.weights),
+    )
+    extra = np.zeros_like(model.load)
+
+    def load_of(name: str) -> np.ndarray:
+        rates = snapshot.bundles[name].short_term
+        return np.asarray(
+            [
+                model.cost * rates.msg_rate,
+                0.0,
+                0.0,
+                rates.msg_throughput_in,
+                rates.msg_throughput_out,
+            ]
+        )
+
+    for other, owner in preallocated.items():
+        if other in snapshot.bundles and owner in model.index and other != bundle:
+            extra[model.index[owner]] += load_of(other)
+    mine = load_of(bundle) if bundle in snapshot.bundles else np.zeros(5)
+    scores = {}
+    for name in sorted(candidates):
+        i = model.index[name]
+        scores[name] = float(model.broker_usage(i, model.load[i] + extra[i] + mine))
+    return min(scores, key=lambda n: (scores[n], n)), scores
+
+
 SELECTORS: Final[Mapping[str, Selector]] = {
     "LeastLongTermMessageRate": least_long_term_message_rate,
     "LeastResourceUsageWithWeight": least_resource_usage_with_weight,
     "AvgShedder": avg_shedder_select,
+    "FulcrumPlacement": fulcrum_least_predicted_usage,
 }

@@ -134,7 +134,13 @@ def test_the_registry_says_what_the_console_runs_and_why_not():
         "AvgShedder",
         "TransferShedder",
         "danube",
+        "FulcrumShedder",
     )
+    gain = parameter("fulcrumMinGainPercentage")
+    assert (gain.unit, gain.default, gain.maximum) == ("%", 3.0, 100.0)
+    assert parameter("fulcrumBundleCoolDownMinutes").default == 10.0
+    assert parameter("fulcrumMaxMovesPerCycle").source.startswith("Fulcrum")
+    assert strategy_info("placement", "fulcrum_placement").in_console
     assert console_names("split") == (
         "range_equally_divide",
         "specified_positions_divide",

@@ -1,0 +1,140 @@
+"""Fulcrum's load model: each broker's usage as an unmovable background plus the load of the
+bundles it owns, so that the usage after any move can be predicted.
+
+- A bundle's load, per resource (the five of Pulsar's load report): CPU = its short-term
+  message rate (msgRateIn + msgRateOut, msg/s) × the CPU one message costs; bandwidth in/out =
+  its short-term throughput in/out (bytes/s); memory and direct memory: none (a broker's heap
+  does not follow a bundle quickly).
+- The CPU one message costs (percent of one core per msg/s) is estimated from the reports: the
+  least ``cpu usage / msg rate`` over the brokers that report messages — the broker with the
+  least CPU per message has the least unexplained CPU, so this is the lower envelope of the
+  cost (an upper bound of the true cost that is exact when one broker has no background).
+- A broker's background, per resource: its reported usage less its bundles' load (never below
+  0); what no move can take away (the NAB series in the simulator, a broker's own work in a
+  real cluster).
+- A broker's usage: Pulsar's weighted max over the five resources (``BrokerLoad.
+  weighted_max_usage``, in float64), a fraction of its capacity: what the console's CV and
+  max/mean measure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from balancer.load import ResourceWeights
+from balancer.snapshot import RESOURCES, ClusterSnapshot
+
+CPU, MEMORY, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT = range(5)
+
+
+def cpu_per_msg(snapshot: ClusterSnapshot, brokers: Sequence[str]) -> float:
+    """The CPU one msg/s costs (percent of one core per msg/s): the least ``cpu usage / msg
+    rate`` over ``brokers`` that report messages (the report's own msgRateIn + msgRateOut, of
+    the same instant as its CPU); 0 when none does."""
+    best = np.inf
+    for name in brokers:
+        broker = snapshot.brokers[name]
+        if broker.rates.msg_rate > 0:
+            best = min(best, broker.cpu.usage / broker.rates.msg_rate)
+    return 0.0 if best == np.inf else float(best)
+
+
+@dataclass(frozen=True)
+class LoadModel:
+    """The modelled brokers' usage, split into background and bundle load.
+
+    Attributes:
+        names: the modelled brokers, in name order; ``index`` maps a name to its position.
+        limits: (brokers, 5) capacity per resource, in the resource's unit (cpu percent of one
+            core, memory MiB, bandwidth bytes/s), in ``RESOURCES`` order.
+        background: (brokers, 5) usage no move can take away.
+        load: (brokers, 5) the load of the bundles each broker owns.
+        weights: (5,) Pulsar's resource weights.
+        cost: the CPU one msg/s costs (percent of one core per msg/s).
+        rows: the table rows of the bundles the modelled brokers own.
+        owner: each row's broker (a position in ``names``).
+        bundle_load: (rows, 5) each bundle's load per resource.
+    """
+
+    names: tuple[str, ...]
+    index: dict[str, int]
+    limits: np.ndarray
+    background: np.ndarray
+    load: np.ndarray
+    weights: np.ndarray
+    cost: float
+    rows: np.ndarray
+    owner: np.ndarray
+    bundle_load: np.ndarray
+
+    @classmethod
+    def of(
+        cls,
+        snapshot: ClusterSnapshot,
+        brokers: Sequence[str],
+        weights: ResourceWeights,
+        cost: float | None = None,
+    ) -> LoadModel:
+        """The model of ``brokers`` in ``snapshot``; ``cost`` (percent of one core per msg/s)
+        defaults to ``cpu_per_msg`` of the snapshot."""
+        names = tuple(sorted(brokers))
+        index = {name: i for i, name in enumerate(names)}
+        cost = cpu_per_msg(snapshot, names) if cost is None else cost
+        loads = [snapshot.brokers[n] for n in names]
+        usage = np.asarray(
+            [[getattr(b, r).usage for r in RESOURCES] for b in loads], dtype=np.float64
+        ).reshape(len(names), 5)
+        limits = np.asarray(
+            [[getattr(b, r).limit for r in RESOURCES] for b in loads], dtype=np.float64
+        ).reshape(len(names), 5)
+        table = snapshot.table
+        position = snapshot.owner_positions()
+        remap = np.full(len(snapshot.brokers) + 1, -1, dtype=np.int64)
+        for i, name in enumerate(snapshot.brokers):
+            remap[i] = index.get(name, -1)
+        owner = remap[position]  # -1 (unowned, position -1) maps to remap[-1] = -1
+        rows = np.flatnonzero(owner >= 0)
+        owner = owner[rows]
+        short = table.short_term[rows]
+        bundle_load = np.zeros((len(rows), 5), dtype=np.float64)
+        bundle_load[:, CPU] = (short[:, 0] + short[:, 1]) * cost
+        bundle_load[:, BANDWIDTH_IN] = short[:, 2]
+        bundle_load[:, BANDWIDTH_OUT] = short[:, 3]
+        load = np.zeros((len(names), 5), dtype=np.float64)
+        for column in (CPU, BANDWIDTH_IN, BANDWIDTH_OUT):
+            load[:, column] = np.bincount(
+                owner, weights=bundle_load[:, column], minlength=len(names)
+            )
+        background = np.maximum(usage - load, 0.0)
+        w = np.asarray([getattr(weights, r) for r in RESOURCES], dtype=np.float64)
+        return cls(names, index, limits, background, load, w, cost, rows, owner, bundle_load)
+
+    def level(self) -> float:
+        """The lowest highest usage any assignment could reach (a lower bound): no broker goes
+        below its background, and each resource's total cannot sit below its share of the
+        total capacity."""
+        if not len(self.names):
+            return 0.0
+        own = float(self.usage(np.zeros_like(self.load)).max())
+        limits = self.limits.sum(axis=0)
+        total = self.background.sum(axis=0) + self.load.sum(axis=0)
+        spread = float(self.usage_of(total, limits))
+        return max(own, spread)
+
+    def usage(self, load: np.ndarray | None = None) -> np.ndarray:
+        """Every modelled broker's usage (fraction) with ``load`` (default: the bundles it owns
+        now) on top of its background."""
+        return self.usage_of(self.background + (self.load if load is None else load), self.limits)
+
+    def usage_of(self, total: np.ndarray, limits: np.ndarray) -> np.ndarray:
+        """The weighted max over the last axis of ``total / limits`` (0 where a limit is ≤ 0)."""
+        safe = np.where(limits > 0, limits, 1.0)
+        percent = np.where(limits > 0, total / safe, 0.0)
+        return np.max(percent * self.weights, axis=-1)  # type: ignore[no-any-return]
+
+    def broker_usage(self, broker: int, load: np.ndarray) -> np.ndarray:
+        """Broker ``broker``'s usage with each row of ``load`` (k, 5) as its bundles' load."""
+        return self.usage_of(self.background[broker] + load, self.limits[broker])

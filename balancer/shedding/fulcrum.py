@@ -1,0 +1,382 @@
+"""FulcrumShedder: Fulcrum's own shedding strategy.
+
+Each cycle it predicts every broker's usage with the load model (``balancer.load_model``: an
+unmovable background plus the load of its bundles) and moves, one at a time, the bundle whose
+move lowers the peak usage of its two brokers the most — from one of the hottest brokers
+(above the mean) to one of the coolest — as long as that predicted gain is at least the
+minimum gain and the move budget lasts. When no single move gains enough it tries a swap (a
+bundle each way between the hottest and the coolest broker). A bundle that alone weighs more
+than the gap it would close is too big to move: it is named for a split instead of being
+bounced between brokers.
+
+Why this shape (measured on the offline simulator's trace day, see the README's quality table):
+
+- Background load is unmovable: scoring brokers by their total usage makes a shedder empty a
+  broker pinned by its own background, and fill it again a cycle later.
+- The largest resource decides: a broker is as full as its fullest resource (Pulsar's
+  weighted max), so a move is judged by what it does to that maximum on both brokers.
+- A minimum gain per move (hysteresis) keeps bursty load from moving bundles back and forth;
+  moving more does not balance bursty load better.
+- Moves come from any broker above the mean, not only the hottest: when the hottest is pinned by
+  its background, balancing the others still lowers the spread.
+- Each move names its destination (the cycle honours it when Pulsar's hard placement filters —
+  inactive, topic limit, anti-affinity — pass; the even-distribution heuristic is not applied
+  to Fulcrum's destinations), and a bundle never goes back to a broker it left within the hour.
+
+Parameters (``PulsarConfig``; reference keys in parentheses): ``fulcrum_min_gain_fraction``
+(``fulcrumMinGainPercentage``, 3 %), ``fulcrum_max_moves_per_cycle``
+(``fulcrumMaxMovesPerCycle``, 10), ``fulcrum_max_moves_per_hour`` (``fulcrumMaxMovesPerHour``,
+30), ``fulcrum_cool_down_s`` (``fulcrumBundleCoolDownMinutes``, 10 min); it also waits out
+Pulsar's grace period and, in the cycle, Fulcrum's cool-down, blacklist and hourly limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+import numpy as np
+
+from balancer import explain
+from balancer.bundles import namespace_of_bundle
+from balancer.config import PulsarConfig
+from balancer.decisions import Reason, SheddingDecision, Skip, Unload
+from balancer.load_model import LoadModel
+from balancer.placement.place import filter_candidates
+from balancer.safety import matching_pattern
+from balancer.snapshot import ClusterSnapshot
+
+NAME: Final = "FulcrumShedder"
+# The hottest brokers a move may leave, and the coolest it may reach, per step.
+SOURCES: Final = 4
+DESTINATIONS: Final = 4
+# The biggest bundles of a source weighed per step (and, for a swap, of the destination).
+CANDIDATES: Final = 64
+HOUR: Final = 3600.0
+# The hottest broker sheds in steps smaller than the minimum gain while it is above the level
+# the cluster could reach plus this fraction of the minimum gain.
+SETTLED_FRACTION: Final = 0.5
+# The weight of this cycle's background in its exponential average over cycles.
+BACKGROUND_SMOOTHING: Final = 0.15
+
+
+@dataclass(frozen=True, slots=True)
+class _Move:
+    row: int  # the bundle's row in the model
+    source: int
+    destination: int
+    gain: float
+    before: tuple[float, float]
+    after: tuple[float, float]
+
+
+def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> SheddingDecision:
+    """Fulcrum's unloads for this cycle, each with its destination and predicted gain (the
+    ``predictedGain`` metric: the fraction by which the move lowers the higher usage of its two
+    brokers).
+
+    ``config`` is a ``PulsarConfig`` (the command line) or the cycle's configuration, whose
+    ``pulsar`` and ``safety`` it reads (cool-down, blacklist, hourly limit). ``state`` keeps
+    ``left``: bundle -> [[broker it left, when (s)], ...] over the last hour.
+
+    Source: Fulcrum (README § "FulcrumShedder").
+    """
+    pulsar: PulsarConfig = getattr(config, "pulsar", config)
+    safety = getattr(config, "safety", None)
+    now = snapshot.now
+    left = {
+        bundle: [[b, t] for b, t in moves if now - t < HOUR]
+        for bundle, moves in state.get("left", {}).items()
+    }
+    left = {bundle: moves for bundle, moves in left.items() if moves}
+    serving = [n for n, b in snapshot.brokers.items() if b.is_active]
+    if len(serving) < 2:
+        return SheddingDecision((), Reason.NOT_ENOUGH_BROKERS, state={"left": left}, strategy=NAME)
+    model = LoadModel.of(snapshot, serving, pulsar.weights)
+    # Robust backgrounds: an exponential average over the cycles, so that one noisy report
+    # neither empties a broker nor fills it.
+    remembered = state.get("background", {})
+    smooth = model.background.copy()
+    for i, name in enumerate(model.names):
+        previous = remembered.get(name)
+        if isinstance(previous, list) and len(previous) == smooth.shape[1]:
+            smooth[i] = BACKGROUND_SMOOTHING * smooth[i] + (1 - BACKGROUND_SMOOTHING) * np.asarray(
+                previous, dtype=np.float64
+            )
+    model = replace(model, background=smooth)
+    usage = model.usage()
+    stats: dict[str, Any] = {
+        "avgUsage": float(usage.mean()),
+        "minGain": pulsar.fulcrum_min_gain_fraction,
+        "cpuPerMsg": model.cost,
+        "brokers": {
+            name: {
+                "usage": float(usage[i]),
+                "background": float(model.usage(np.zeros_like(model.load))[i]),
+            }
+            for i, name in enumerate(model.names)
+        },
+    }
+    recent = snapshot.moves_since(now - HOUR)
+    budget = min(pulsar.fulcrum_max_moves_per_cycle, pulsar.fulcrum_max_moves_per_hour - recent)
+    if safety is not None and safety.max_moves_per_hour:
+        budget = min(budget, safety.max_moves_per_hour - recent)
+    skipped: list[Skip] = []
+    if budget <= 0:
+        skipped.append(Skip("broker", "*", Reason.RATE_LIMITED, f"{recent} moves in the last hour"))
+        return SheddingDecision(
+            (), Reason.RATE_LIMITED, tuple(skipped), stats, {"left": left}, NAME
+        )
+    cool_down = max(
+        pulsar.fulcrum_cool_down_s,
+        pulsar.grace_period_s,
+        safety.bundle_cool_down_s if safety is not None else 0.0,
+    )
+    blacklist = safety.blacklist if safety is not None else ()
+    search = _Search(snapshot, model, pulsar, left, cool_down, blacklist)
+    load = model.load.copy()
+    unloads: list[Unload] = []
+    too_big: set[int] = set()
+    level = model.level()
+    stats["level"] = level
+    settled = level + pulsar.fulcrum_min_gain_fraction * SETTLED_FRACTION
+
+    while len(unloads) < budget:
+        usage = model.usage(load)
+        move = search.best_move(load, usage, too_big, settled)
+        # A move gains enough, or it brings a broker above the level the cluster could reach
+        # towards it without taking its destination above that level.
+        toward = (
+            move is not None
+            and move.source == int(np.argmax(usage))
+            and move.before[0] > settled
+            and move.after[1] <= settled
+        )
+        if move is None or (move.gain < pulsar.fulcrum_min_gain_fraction and not toward):
+            swap = None
+            if len(unloads) + 2 <= budget:
+                swap = search.best_swap(load, usage)
+            if swap is None or swap[0].gain < pulsar.fulcrum_min_gain_fraction:
+                break
+            moves = list(swap)
+        else:
+            moves = [move]
+        for m in moves:
+            search.apply(load, m)
+            unloads.append(search.unload(m))
+    reason = Reason.OVERLOADED if unloads else Reason.BALANCED
+    for row in sorted(too_big):
+        name = search.name(row)
+        skipped.append(
+            Skip(
+                "bundle",
+                name,
+                Reason.SOLE_BUNDLE,
+                "too big to move: it alone outweighs the gap it would close; split it",
+            )
+        )
+    if not unloads:
+        skipped += search.why_nothing(model.usage(load))
+    for unload in unloads:
+        left.setdefault(unload.bundle, []).append([unload.source, now])
+    stats["predicted"] = {n: float(u) for n, u in zip(model.names, model.usage(load), strict=True)}
+    memory = {
+        "left": left,
+        "background": {n: smooth[i].tolist() for i, n in enumerate(model.names)},
+    }
+    return SheddingDecision(tuple(unloads), reason, tuple(skipped), stats, memory, NAME)
+
+
+class _Search:
+    """The candidate moves of one cycle over the model, with the bundles it may not move."""
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        model: LoadModel,
+        pulsar: PulsarConfig,
+        left: dict[str, list[list[Any]]],
+        cool_down_s: float,
+        blacklist: tuple[str, ...],
+    ) -> None:
+        self.snapshot, self.model, self.pulsar, self.left = snapshot, model, pulsar, left
+        self.cool_down_s, self.blacklist = cool_down_s, blacklist
+        self.owner = model.owner.copy()
+        self.moved: set[int] = set()
+        self.names: dict[int, str] = {}
+        self.grouped = any(p.anti_affinity_group for p in snapshot.namespaces.values())
+        self.relaxed = replace(pulsar, is_distribute_bundles_evenly_enabled=False)
+        self.spread: dict[int, set[str]] = {}
+        topics = np.asarray([snapshot.brokers[n].topics for n in model.names], dtype=np.int64)
+        self.topics = topics
+        self.bundle_topics = snapshot.table.counts[model.rows, 0]
+        # The weight of each bundle on its broker: how much of the broker's usage it is.
+        self.size = model.usage_of(model.bundle_load, model.limits[model.owner])
+
+    def name(self, row: int) -> str:
+        if row not in self.names:
+            self.names[row] = self.snapshot.table.names_at([int(self.model.rows[row])])[0]
+        return self.names[row]
+
+    def movable(self, row: int) -> bool:
+        """Not moved this cycle, out of its cool-down, not blacklisted."""
+        if row in self.moved:
+            return False
+        name = self.name(row)
+        unloaded = self.snapshot.recently_unloaded.get(name)
+        if unloaded is not None and self.snapshot.now - unloaded < self.cool_down_s:
+            return False
+        return matching_pattern(name, self.blacklist) is None
+
+    def rows_of(self, broker: int, count: int) -> list[int]:
+        """The ``count`` biggest movable bundles of ``broker``."""
+        mine = np.flatnonzero(self.owner == broker)
+        order = mine[np.argsort(-self.size[mine], kind="stable")]
+        out = []
+        for row in order.tolist():
+            if self.movable(row):
+                out.append(row)
+                if len(out) == count:
+                    break
+        return out
+
+    def allowed(self, row: int, destination: int) -> bool:
+        """The destination is not one the bundle left within the hour, has room for its
+        topics, and keeps its anti-affinity group spread (when it has one)."""
+        name = self.name(row)
+        broker = self.model.names[destination]
+        if any(b == broker for b, _ in self.left.get(name, ())):
+            return False
+        topics = self.topics[destination] + self.bundle_topics[row]
+        if topics > self.pulsar.broker_max_topics:
+            return False
+        if not self.grouped:
+            return True
+        group = self.snapshot.namespaces.get(namespace_of_bundle(name))
+        if group is None or not group.anti_affinity_group:
+            return True
+        if row not in self.spread:
+            # Pulsar's filters without the even-distribution heuristic, over every other broker.
+            source = self.model.names[int(self.model.owner[row])]
+            others = [n for n in self.model.names if n != source]
+            kept, _, _ = filter_candidates(self.snapshot, name, self.relaxed, {}, others)
+            self.spread[row] = set(kept)
+        return broker in self.spread[row]
+
+    def best_move(
+        self, load: np.ndarray, usage: np.ndarray, too_big: set[int], settled: float
+    ) -> _Move | None:
+        """The single move with the largest predicted gain, or None; a source's biggest bundle
+        that no destination can take without ending above the source is added to ``too_big``
+        when the source is above ``settled``."""
+        mean = usage.mean()
+        hot = [int(i) for i in np.argsort(-usage, kind="stable")[:SOURCES] if usage[i] > mean]
+        cool = [int(i) for i in np.argsort(usage, kind="stable")[:DESTINATIONS]]
+        best: _Move | None = None
+        for source in hot:
+            rows = self.rows_of(source, CANDIDATES)
+            if not rows:
+                continue
+            delta = self.model.bundle_load[rows]
+            after_source = self.model.broker_usage(source, load[source] - delta)
+            for destination in cool:
+                if usage[destination] >= usage[source]:
+                    continue
+                after_destination = self.model.broker_usage(destination, load[destination] + delta)
+                peak = max(usage[source], usage[destination])
+                gains = peak - np.maximum(after_source, after_destination)
+                for k in np.argsort(-gains, kind="stable").tolist():
+                    if gains[k] <= 0:
+                        # Too big: it lands the destination higher than the source was.
+                        if k == 0 and usage[source] > settled:
+                            too_big.add(rows[k])
+                        break
+                    if not self.allowed(rows[k], destination):
+                        continue
+                    if best is None or gains[k] > best.gain:
+                        best = _Move(
+                            rows[k],
+                            source,
+                            destination,
+                            float(gains[k]),
+                            (float(usage[source]), float(usage[destination])),
+                            (float(after_source[k]), float(after_destination[k])),
+                        )
+                    break
+        if best is not None:
+            too_big.discard(best.row)
+        return best
+
+    def best_swap(self, load: np.ndarray, usage: np.ndarray) -> tuple[_Move, _Move] | None:
+        """A bundle each way between the hottest and the coolest broker, when it gains."""
+        source, destination = int(np.argmax(usage)), int(np.argmin(usage))
+        if source == destination:
+            return None
+        out = self.rows_of(source, CANDIDATES // 4)
+        back = self.rows_of(destination, CANDIDATES)
+        if not out or not back:
+            return None
+        a = self.model.bundle_load[out][:, None, :]
+        b = self.model.bundle_load[back][None, :, :]
+        after_source = self.model.broker_usage(source, load[source] - a + b)
+        after_destination = self.model.broker_usage(destination, load[destination] + a - b)
+        peak = max(usage[source], usage[destination])
+        gains = peak - np.maximum(after_source, after_destination)
+        for flat in np.argsort(-gains, axis=None, kind="stable").tolist():
+            i, j = divmod(flat, len(back))
+            if gains[i, j] <= 0:
+                return None
+            if not (self.allowed(out[i], destination) and self.allowed(back[j], source)):
+                continue
+            gain = float(gains[i, j])
+            before = (float(usage[source]), float(usage[destination]))
+            after = (float(after_source[i, j]), float(after_destination[i, j]))
+            return (
+                _Move(out[i], source, destination, gain, before, after),
+                _Move(back[j], destination, source, gain, before[::-1], after[::-1]),
+            )
+        return None
+
+    def apply(self, load: np.ndarray, move: _Move) -> None:
+        delta = self.model.bundle_load[move.row]
+        load[move.source] -= delta
+        load[move.destination] += delta
+        self.owner[move.row] = move.destination
+        self.topics[move.source] -= self.bundle_topics[move.row]
+        self.topics[move.destination] += self.bundle_topics[move.row]
+        self.moved.add(move.row)
+
+    def unload(self, move: _Move) -> Unload:
+        names = self.model.names
+        return Unload(
+            self.name(move.row),
+            names[move.source],
+            names[move.destination],
+            Reason.LOAD_IMBALANCE,
+            move.gain,
+            "predictedGain",
+        )
+
+    def why_nothing(self, usage: np.ndarray) -> list[Skip]:
+        """Why the hottest broker keeps its load: pinned by its background, every bundle in
+        cool-down, or no move gains the minimum."""
+        hottest = int(np.argmax(usage))
+        name = self.model.names[hottest]
+        background = float(self.model.usage(np.zeros_like(self.model.load))[hottest])
+        mean = float(usage.mean())
+        if usage[hottest] - mean < self.pulsar.fulcrum_min_gain_fraction:
+            return []
+        if background >= mean:
+            detail = (
+                f"pinned by its own background: {explain.percent(background)} of its "
+                f"{explain.percent(float(usage[hottest]))} is not its bundles' (mean "
+                f"{explain.percent(mean)})"
+            )
+        elif not self.rows_of(hottest, 1):
+            detail = "every bundle it owns is in cool-down, blacklisted or moved already"
+        else:
+            detail = (
+                f"no move lowers it by the minimum gain "
+                f"{explain.percent(self.pulsar.fulcrum_min_gain_fraction)}"
+            )
+        return [Skip("broker", name, Reason.BALANCED, detail)]
