@@ -96,8 +96,8 @@ class ActionKind(StrEnum):
 class Strategies:
     """The cycle's strategies by registry name (the console's defaults)."""
 
-    shedder: str = "ThresholdShedder"
-    placement: str = "LeastLongTermMessageRate"
+    shedder: str = "FulcrumShedder"
+    placement: str = "FulcrumPlacement"
     split_algorithm: str = "range_equally_divide"
 
 

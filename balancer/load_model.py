@@ -83,18 +83,14 @@ class LoadModel:
         names = tuple(sorted(brokers))
         index = {name: i for i, name in enumerate(names)}
         cost = cpu_per_msg(snapshot, names) if cost is None else cost
-        loads = [snapshot.brokers[n] for n in names]
-        usage = np.asarray(
-            [[getattr(b, r).usage for r in RESOURCES] for b in loads], dtype=np.float64
-        ).reshape(len(names), 5)
-        limits = np.asarray(
-            [[getattr(b, r).limit for r in RESOURCES] for b in loads], dtype=np.float64
-        ).reshape(len(names), 5)
+        every_usage, every_limit = snapshot.resource_arrays()
+        order = {name: i for i, name in enumerate(snapshot.brokers)}
+        picked = np.asarray([order[n] for n in names], dtype=np.int64)
+        usage, limits = every_usage[picked], every_limit[picked]
         table = snapshot.table
         position = snapshot.owner_positions()
         remap = np.full(len(snapshot.brokers) + 1, -1, dtype=np.int64)
-        for i, name in enumerate(snapshot.brokers):
-            remap[i] = index.get(name, -1)
+        remap[picked] = np.arange(len(names))
         owner = remap[position]  # -1 (unowned, position -1) maps to remap[-1] = -1
         rows = np.flatnonzero(owner >= 0)
         owner = owner[rows]

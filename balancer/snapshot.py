@@ -94,6 +94,7 @@ class ClusterSnapshot:
             for r in RESOURCES
         }
         object.__setattr__(self, "_percents", {r: percent_float32(*arrays[r]) for r in RESOURCES})
+        object.__setattr__(self, "_arrays", arrays)
         object.__setattr__(self, "_cache", {})
         # The indexes every cycle reads, built with the snapshot (each vectorised over the table).
         self._namespace_owners()
@@ -115,6 +116,18 @@ class ClusterSnapshot:
         if key not in cache:
             cache[key] = build()
         return cache[key]  # type: ignore[no-any-return]
+
+    def resource_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every broker's (usage, limit) per resource, each (brokers, 5) float64 in ``brokers``
+        order and ``RESOURCES`` order, in the resource's unit."""
+
+        def build() -> tuple[np.ndarray, np.ndarray]:
+            arrays = self._arrays  # type: ignore[attr-defined]
+            usage = np.column_stack([arrays[r][0] for r in RESOURCES]).astype(np.float64)
+            limit = np.column_stack([arrays[r][1] for r in RESOURCES]).astype(np.float64)
+            return usage.reshape(len(self.brokers), 5), limit.reshape(len(self.brokers), 5)
+
+        return self._cached("resource_arrays", build)
 
     def owner_positions(self) -> np.ndarray:
         """Each table row's owner as a position in ``brokers`` (name order); -1 when unowned."""

@@ -211,8 +211,10 @@ class BalancerConfig(models.Model):
     cluster = models.OneToOneField(
         Cluster, on_delete=models.CASCADE, related_name="balancer_config"
     )
-    shedder = models.CharField(max_length=100, default="ThresholdShedder")
-    placement = models.CharField(max_length=100, default="LeastLongTermMessageRate")
+    # Fulcrum's own strategies by default (balancer.cycle.Strategies); Pulsar's and Danube's
+    # are a choice away in the config editor.
+    shedder = models.CharField(max_length=100, default="FulcrumShedder")
+    placement = models.CharField(max_length=100, default="FulcrumPlacement")
     split_algorithm = models.CharField(max_length=100, default="range_equally_divide")
     parameters = models.JSONField(
         default=dict

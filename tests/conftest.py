@@ -75,7 +75,22 @@ def ingest(doc, *, as_broker=None):
 
 @pytest.fixture
 def cluster(db):
-    """The small layout seeded: 3 brokers in 2 domains, 2 namespaces × 4 unowned bundles."""
+    """The small layout seeded: 3 brokers in 2 domains, 2 namespaces × 4 unowned bundles; its
+    balancer runs Pulsar's ThresholdShedder and LeastLongTermMessageRate (the behaviour these
+    tests pin down), not the console's default Fulcrum strategies (``fulcrum_cluster``)."""
+    from console.selectors import balancer_config_get
+    from console.services.seed import cluster_seed
+
+    seeded = cluster_seed(SMALL)
+    config = balancer_config_get()
+    config.shedder, config.placement = "ThresholdShedder", "LeastLongTermMessageRate"
+    config.save(update_fields=["shedder", "placement"])
+    return seeded
+
+
+@pytest.fixture
+def fulcrum_cluster(db):
+    """The small layout seeded with the console's default strategies (Fulcrum's)."""
     from console.services.seed import cluster_seed
 
     return cluster_seed(SMALL)

@@ -105,16 +105,14 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
             )
     model = replace(model, background=smooth)
     usage = model.usage()
+    background = model.usage(np.zeros_like(model.load))
     stats: dict[str, Any] = {
         "avgUsage": float(usage.mean()),
         "minGain": pulsar.fulcrum_min_gain_fraction,
         "cpuPerMsg": model.cost,
         "brokers": {
-            name: {
-                "usage": float(usage[i]),
-                "background": float(model.usage(np.zeros_like(model.load))[i]),
-            }
-            for i, name in enumerate(model.names)
+            name: {"usage": u, "background": b}
+            for name, u, b in zip(model.names, usage.tolist(), background.tolist(), strict=True)
         },
     }
     recent = snapshot.moves_since(now - HOUR)
@@ -210,8 +208,6 @@ class _Search:
         topics = np.asarray([snapshot.brokers[n].topics for n in model.names], dtype=np.int64)
         self.topics = topics
         self.bundle_topics = snapshot.table.counts[model.rows, 0]
-        # The weight of each bundle on its broker: how much of the broker's usage it is.
-        self.size = model.usage_of(model.bundle_load, model.limits[model.owner])
 
     def name(self, row: int) -> str:
         if row not in self.names:
@@ -231,7 +227,9 @@ class _Search:
     def rows_of(self, broker: int, count: int) -> list[int]:
         """The ``count`` biggest movable bundles of ``broker``."""
         mine = np.flatnonzero(self.owner == broker)
-        order = mine[np.argsort(-self.size[mine], kind="stable")]
+        # The weight of each bundle on the broker: how much of its usage it is.
+        size = self.model.usage_of(self.model.bundle_load[mine], self.model.limits[broker])
+        order = mine[np.argsort(-size, kind="stable")]
         out = []
         for row in order.tolist():
             if self.movable(row):
@@ -362,7 +360,7 @@ class _Search:
         cool-down, or no move gains the minimum."""
         hottest = int(np.argmax(usage))
         name = self.model.names[hottest]
-        background = float(self.model.usage(np.zeros_like(self.model.load))[hottest])
+        background = float(self.model.broker_usage(hottest, np.zeros(5)))
         mean = float(usage.mean())
         if usage[hottest] - mean < self.pulsar.fulcrum_min_gain_fraction:
             return []

@@ -73,6 +73,7 @@ STRATEGIES = {
     "UniformLoadShedder": {},
     "AvgShedder": {"hitCountHigh": None},
     "TransferShedder": {"unloadConditionHitCount": 3},
+    "FulcrumShedder": {},
 }
 
 
@@ -82,7 +83,12 @@ def cycle(snapshot: ClusterSnapshot, name: str) -> int:
     if name == "AvgShedder":
         state = {"hitCountHigh": dict.fromkeys(snapshot.brokers, 10)}
     config = CycleConfig(
-        strategies=Strategies(shedder=name),
+        strategies=Strategies(
+            shedder=name,
+            placement="FulcrumPlacement"
+            if name == "FulcrumShedder"
+            else "LeastLongTermMessageRate",
+        ),
         pulsar=PulsarConfig.from_keys({"loadBalancerBundleUnloadMinThroughputThreshold": 0}),
         safety=SafetyConfig(bundle_cool_down_s=0.0),
     )

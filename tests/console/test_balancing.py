@@ -442,3 +442,34 @@ def test_with_per_topic_stats_operators_split_by_topic_count_and_see_each_halfs_
     done = bundle_split(name, actor=operator, algorithm="topic_count_equally_divide", now=NOW)
     assert done["boundaries"] == [f"0x{cut:08x}"]
     assert "topic_count_equally_divide cuts at" in AuditEvent.objects.get(action="split").reason
+
+
+def test_the_console_runs_fulcrums_strategies_by_default(fulcrum_cluster):
+    from console.selectors import balancer_config_get
+
+    config = balancer_config_get()
+    assert (config.shedder, config.placement) == ("FulcrumShedder", "FulcrumPlacement")
+    own_all(lambda i: "broker-1" if i < 6 else ("broker-2" if i < 7 else "broker-3"))
+    for bundle in Bundle.objects.select_related("namespace"):
+        bundle_load(bundle.name, msgRateIn=1000.0, msgRateOut=1000.0)
+    # CPU follows the messages: 2,000 msg/s per bundle, 0.5 % CPU per 100 msg/s, and broker-1
+    # has 30 % of its own.
+    for name, cpu in (("broker-1", 90), ("broker-2", 10), ("broker-3", 10)):
+        count = len(names_of(name))
+        doc = report(name, cpu, bundles=names_of(name), throughput_mib=80 * count)
+        ingest(doc | {"msgRateIn": 1000.0 * count, "msgRateOut": 1000.0 * count})
+    decision = shedding_tick_run(now=NOW)
+    assert decision.strategy == "FulcrumShedder"
+    assert decision.details["shedding"]["stats"]["brokers"]["broker-1"]["background"] == (
+        pytest.approx(0.3)
+    )
+    unloads = AuditEvent.objects.filter(action=AuditEvent.Action.UNLOAD)
+    assert unloads.exists()
+    for event in unloads:
+        assert event.source == "broker-1"
+        assert "FulcrumShedder" in event.reason
+        assert "predicted gain" in event.reason
+    # The destinations are Fulcrum's own (the even-distribution heuristic does not apply).
+    places = [a for a in decision.details["actions"] if a["kind"] == "place"]
+    assert all(a["reason"] == "StrategyDestination" for a in places)
+    assert decision.details["stats"]["after"]["cv"] < decision.details["stats"]["before"]["cv"]

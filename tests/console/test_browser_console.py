@@ -300,6 +300,12 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
 
         from console.services import shedding_tick_run
 
+        from console.models import BalancerConfig
+
+        # Pulsar's ThresholdShedder, for a quiet first cycle on these loads (Fulcrum's would act).
+        BalancerConfig.objects.update(
+            shedder="ThresholdShedder", placement="LeastLongTermMessageRate"
+        )
         name = Bundle.objects.select_related("namespace").filter(owner__name="broker-1")[0].name
         shedding_tick_run()  # a quiet cycle
         with sync_playwright() as p:
@@ -400,7 +406,7 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             page.click("header nav a:text('Config')")
             page.wait_for_url(f"{self.live_server_url}/config/")
             expect(page.locator(".strategy[data-kind='shedder'] .about")).to_contain_text(
-                "PULSAR.md"
+                "README § FulcrumShedder"
             )
             page.select_option("select[name=shedder]", "UniformLoadShedder")
             expect(page.locator("#parameters tr[data-key='maxUnloadPercentage']")).to_contain_text(
@@ -422,7 +428,7 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             page.locator("#replay-result").scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "config-replay.png"), full_page=True)
             page.uncheck("input[name=is_shedding_enabled]")
-            assert BalancerConfig.objects.get().shedder == "ThresholdShedder"
+            assert BalancerConfig.objects.get().shedder == "FulcrumShedder"
             page.fill("input[name=reason]", "even out msg rates")
             page.once("dialog", lambda dialog: dialog.accept())
             page.click("#save")
@@ -430,13 +436,13 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             expect(rows).to_have_count(2)  # the values as found, and this save
             saved, found = (rows.nth(i).get_attribute("data-version") for i in (0, 1))
             expect(page.locator("#result")).to_have_text(f"Saved as version {saved}.")
-            expect(rows.first).to_contain_text('shedder: "ThresholdShedder" → "UniformLoadShedder"')
+            expect(rows.first).to_contain_text('shedder: "FulcrumShedder" → "UniformLoadShedder"')
             expect(rows.first).to_contain_text("maxUnloadPercentage: default → 0.5")
             page.screenshot(path=str(SHOTS / "config.png"), full_page=True)
             page.once("dialog", lambda dialog: dialog.accept())
             page.locator(f"#versions tr[data-version='{found}'] button.rollback").click()
             expect(page.locator("#result")).to_contain_text(f"has version {found}'s values")
-            expect(page.locator("select[name=shedder]")).to_have_value("ThresholdShedder")
+            expect(page.locator("select[name=shedder]")).to_have_value("FulcrumShedder")
             browser.close()
-        assert BalancerConfig.objects.get().shedder == "ThresholdShedder"
+        assert BalancerConfig.objects.get().shedder == "FulcrumShedder"
         assert BalancerConfig.objects.get().parameters.get("maxUnloadPercentage") is None
