@@ -298,9 +298,8 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
     def test_dashboard_decision_audit_and_broker_pages(self):
         from playwright.sync_api import expect, sync_playwright
 
-        from console.services import shedding_tick_run
-
         from console.models import BalancerConfig
+        from console.services import shedding_tick_run
 
         # Pulsar's ThresholdShedder, for a quiet first cycle on these loads (Fulcrum's would act).
         BalancerConfig.objects.update(
