@@ -852,3 +852,12 @@ def test_per_topic_stats_survive_a_snapshot_document_round_trip():
     with pytest.raises(BalancerError) as err:
         parse_snapshot(doc)
     assert err.value.field == "bundles[0].topicStats[0].hash"
+
+
+def test_a_placement_on_an_overloaded_broker_carries_no_infinite_metric():
+    brokers = {n: BrokerLoad(n, cpu=ResourceUsage(95, 100), reported_at=NOW) for n in ("a", "b")}
+    bundles = {"t/ns/0x00000000_0x10000000": BundleLoad("t/ns/0x00000000_0x10000000", None)}
+    plan = plan_placement(ClusterSnapshot(NOW, brokers, bundles), config(), {}, list(bundles))
+    (place,) = plan.planned(ActionKind.PLACE)
+    assert place.metric is None  # LeastLongTermMessageRate scores both +inf (overloaded)
+    assert place.reason == "ReselectedOverloaded"

@@ -1,0 +1,48 @@
+"""balancer.optimum: the bound and the heuristic the benchmark and the gauge compare against."""
+
+import numpy as np
+import pytest
+
+from balancer.optimum import heuristic, lower_bound, usage_of
+
+ONE = np.ones((2, 1))
+
+
+def test_lpt_spreads_the_biggest_first_and_the_bound_is_reached():
+    loads = np.asarray([[0.5], [0.3], [0.2]])
+    best = heuristic(loads, np.zeros((2, 1)), ONE)
+    assert best.peak == pytest.approx(0.5)
+    assert lower_bound(loads, np.zeros((2, 1)), ONE) == pytest.approx(0.5)
+    assert best.max_over_mean == pytest.approx(1.0)
+
+
+def test_local_search_moves_and_swaps_off_the_fullest_broker():
+    # LPT puts 0.4 and 0.2 apart, then 0.35 beside 0.2, then 0.3 ... ; the search improves it.
+    loads = np.asarray([[0.4], [0.35], [0.3], [0.2], [0.15]])
+    background = np.asarray([[0.0], [0.05]])
+    lpt_only = heuristic(loads, background, ONE, iterations=0)
+    searched = heuristic(loads, background, ONE)
+    assert searched.peak <= lpt_only.peak
+    assert searched.peak == pytest.approx(0.75)  # 0.4 + 0.35 | 0.05 + 0.3 + 0.2 + 0.15 = 0.7
+    assert searched.usage.tolist() == pytest.approx(
+        usage_of(searched.owner, loads, background, ONE).tolist()
+    )
+
+
+def test_a_swap_when_no_move_helps():
+    # b0: 0.5 + 0.1 (LPT), b1: 0.45 + 0.0...; only trading 0.1 for 0.05 lowers the peak.
+    loads = np.asarray([[0.5], [0.45], [0.1], [0.05]])
+    owner_start = heuristic(loads, np.zeros((2, 1)), ONE, iterations=0)
+    best = heuristic(loads, np.zeros((2, 1)), ONE)
+    assert best.peak <= owner_start.peak
+    assert best.peak == pytest.approx(0.55)
+
+
+def test_nothing_to_place_and_a_resource_that_does_not_count():
+    empty = np.zeros((0, 2))
+    background = np.asarray([[0.2, 5.0], [0.1, 1.0]])
+    caps = np.asarray([[1.0, np.inf], [1.0, np.inf]])
+    assert lower_bound(empty, background, caps) == pytest.approx(0.2)
+    best = heuristic(empty, background, caps)
+    assert best.peak == pytest.approx(0.2)
+    assert heuristic(np.zeros((3, 1)), np.zeros((2, 1)), ONE).max_over_mean == 0.0
