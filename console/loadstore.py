@@ -411,6 +411,21 @@ def clear() -> None:
         redis_client.delete(*keys)
 
 
+def gauge_put(name: str, value: dict[str, Any]) -> None:
+    """Keep one computed figure for the pages (the optimality gauge, say), as JSON."""
+    client().set(f"{settings.FULCRUM_LOAD_STORE_PREFIX}gauge:{name}", json.dumps(value))
+
+
+def gauge_get(name: str) -> dict[str, Any] | None:
+    """A figure kept by ``gauge_put``; None when there is none or it does not decode."""
+    raw: Any = client().get(f"{settings.FULCRUM_LOAD_STORE_PREFIX}gauge:{name}")
+    try:
+        found = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def _published_key() -> str:
     return f"{settings.FULCRUM_LOAD_STORE_PREFIX}rankings:published"
 

@@ -499,6 +499,123 @@ def loop_health(*, now: datetime | None = None) -> dict[str, Any]:
     }
 
 
+def bounces(*, since: datetime, until: datetime | None = None) -> list[dict[str, Any]]:
+    """Oscillations: moves of a bundle back to a broker it left within the hour before, among
+    the moves from ``since`` to ``until`` (newest first): ``{"id", "bundle", "broker", "at"
+    (ISO, UTC), "leftAt", "decision"}``."""
+    until = until or datetime.now(UTC)
+    moves = list(
+        AuditEvent.objects.filter(
+            action=AuditEvent.Action.UNLOAD,
+            at__gte=since - timedelta(hours=1),
+            at__lte=until,
+        )
+        .order_by("at", "id")
+        .values_list("id", "target", "source", "destination", "at", "decision_id")
+    )
+    left: dict[str, list[tuple[str, datetime]]] = {}
+    out = []
+    for pk, bundle, source, destination, at, decision in moves:
+        earlier = [
+            t
+            for broker, t in left.get(bundle, ())
+            if broker == destination and at - t <= timedelta(hours=1)
+        ]
+        if destination and earlier and at >= since:
+            out.append(
+                {
+                    "id": pk,
+                    "bundle": bundle,
+                    "broker": destination,
+                    "at": at.astimezone(UTC).isoformat(),
+                    "leftAt": earlier[-1].astimezone(UTC).isoformat(),
+                    "decision": decision,
+                }
+            )
+        if source:
+            left.setdefault(bundle, []).append((source, at))
+    return out[::-1]
+
+
+def balance_status(*, now: datetime | None = None) -> dict[str, Any]:
+    """The dashboard's balance panel.
+
+    Returns:
+        ``optimality``: the gauge (``services.optimality``: "maxOverMean",
+        "optimumMaxOverMean", "ratio", "at"), None until the worker measured it;
+        ``budget``: {"used" (moves in the last hour), "limit" (the least of
+        FULCRUM_MAX_MOVES_PER_HOUR when set and, under FulcrumShedder, its
+        fulcrumMaxMovesPerHour; None: no limit)};
+        ``coolDown``: {"seconds" (the longest of Fulcrum's cool-down, Pulsar's grace period and,
+        under FulcrumShedder, its own), "bundles" (how many wait), "next": the five soonest
+        eligible [{"bundle", "eligibleAt" (ISO, UTC), "inS"}]};
+        ``oscillations``: ``bounces`` of the last hour;
+        ``quiet``: when the latest shedding decision moved nothing, its strategy, reason and
+        the brokers it left alone with why ([{"broker", "reason", "detail"}]), else None.
+    """
+    now = now or datetime.now(UTC)
+    config = balancer_config_get()
+    cycle = cycle_config_get(config)
+    fulcrum = config.shedder == "FulcrumShedder"
+    used = AuditEvent.objects.filter(
+        action=AuditEvent.Action.UNLOAD, at__gte=now - timedelta(hours=1)
+    ).count()
+    limits = [settings.FULCRUM_MAX_MOVES_PER_HOUR] if settings.FULCRUM_MAX_MOVES_PER_HOUR else []
+    if fulcrum:
+        limits.append(cycle.pulsar.fulcrum_max_moves_per_hour)
+    cool = max(
+        cycle.safety.bundle_cool_down_s,
+        cycle.pulsar.grace_period_s,
+        cycle.pulsar.fulcrum_cool_down_s if fulcrum else 0.0,
+    )
+    waiting: list[tuple[datetime, str, int, int]] = sorted(
+        (at + timedelta(seconds=cool), name, lower, upper)
+        for name, lower, upper, at in Bundle.objects.filter(
+            last_unloaded_at__gt=now - timedelta(seconds=cool)
+        ).values_list("namespace__name", "lower", "upper", "last_unloaded_at")
+        if at is not None
+    )
+    latest = Decision.objects.filter(kind=Decision.Kind.SHED).order_by("-at").first()
+    quiet = None
+    if latest is not None and not any(
+        a.get("kind") == "unload" and a.get("outcome") == "planned"
+        for a in (latest.details or {}).get("actions", [])
+    ):
+        skipped = ((latest.details or {}).get("shedding") or {}).get("skipped", [])
+        quiet = {
+            "strategy": latest.strategy,
+            "reason": latest.reason,
+            "at": latest.at.astimezone(UTC).isoformat(),
+            "skipped": [
+                {
+                    "broker": s.get("broker"),
+                    "reason": s.get("reason"),
+                    "detail": s.get("detail", ""),
+                }
+                for s in skipped
+                if isinstance(s, dict) and s.get("broker")
+            ][:5],
+        }
+    return {
+        "optimality": loadstore.gauge_get("optimality"),
+        "budget": {"used": used, "limit": min(limits) if limits else None},
+        "coolDown": {
+            "seconds": cool,
+            "bundles": len(waiting),
+            "next": [
+                {
+                    "bundle": f"{name}/0x{lower:08x}_0x{upper:08x}",
+                    "eligibleAt": at.astimezone(UTC).isoformat(),
+                    "inS": max(0.0, (at - now).total_seconds()),
+                }
+                for at, name, lower, upper in waiting[:5]
+            ],
+        },
+        "oscillations": bounces(since=now - timedelta(hours=1), until=now),
+        "quiet": quiet,
+    }
+
+
 def cv_series(*, limit: int = 360) -> dict[str, list[Any]]:
     """The last ``limit`` CV samples for the dashboard's plot: ``at`` (ISO 8601, UTC) and ``cv``
     (population standard deviation / mean of broker usage). Where two samples are more than 3

@@ -254,6 +254,10 @@ CELERY_BEAT_SCHEDULE = {
     "history-flush": {"task": "console.tasks.history_flush", "schedule": FULCRUM_HISTORY_FLUSH_S},
     "report-runs-reap": {"task": "console.tasks.report_runs_reap", "schedule": 60.0},
     "load-reports-fold": {"task": "console.tasks.load_reports_fold", "schedule": 5.0},
+    "optimality-measure": {
+        "task": "console.tasks.optimality_measure",
+        "schedule": float(os.environ.get("FULCRUM_OPTIMALITY_S", "60")),
+    },
 }
 
 LOGGING = {

@@ -9,6 +9,7 @@ from console.services import shedding_tick_run
 from console.services.history import history_flush as history_flush_service
 from console.services.history import load_reports_prune
 from console.services.ingest import load_reports_fold as load_reports_fold_service
+from console.services.optimality import optimality_measure as optimality_measure_service
 from console.services.reports import report_runs_reap as report_runs_reap_service
 
 
@@ -44,3 +45,10 @@ def report_run(run_id: int) -> str:
 def report_runs_reap() -> int:
     """Mark failed the report runs a dead worker left queued or running."""
     return report_runs_reap_service()
+
+
+@shared_task(ignore_result=True)
+def optimality_measure() -> float | None:
+    """The optimality gauge: max/mean now against the best assignment of the same bundles."""
+    measured = optimality_measure_service()
+    return measured["ratio"] if measured else None

@@ -53,6 +53,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "cv_series": selectors.cv_series(),
             "feed": selectors.decision_feed(),
             "health": selectors.loop_health(),
+            "balance": selectors.balance_status(),
             "is_operator": may_act(request.user)[0],
         },
     )
@@ -179,6 +180,11 @@ def audit(request: HttpRequest) -> HttpResponse:
     except ConsoleError as exc:
         error, rows = exc.message, AuditEvent.objects.none()
     page = Paginator(rows, 100).get_page(request.GET.get("page"))
+    times = [e.at for e in page]
+    # Oscillation alerts: the moves on this page that sent a bundle back within the hour.
+    bounced = (
+        {b["id"] for b in selectors.bounces(since=min(times), until=max(times))} if times else set()
+    )
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -194,6 +200,7 @@ def audit(request: HttpRequest) -> HttpResponse:
                 *User.objects.order_by("username").values_list("username", flat=True),
             ],
             "query": query.urlencode(),
+            "bounced": bounced,
         },
     )
 

@@ -17,6 +17,7 @@ urlpatterns = [
     path("lookup/", viewsets.lookup, name="lookup"),
     path("ownership/", viewsets.ownership, name="ownership"),
     path("rankings/", viewsets.rankings, name="rankings"),
+    path("balance/", viewsets.balance, name="balance"),
     path("strategies/", viewsets.strategies, name="strategies"),
     path("bundle-map/", viewsets.bundle_map, name="api-bundle-map"),
     path("config/", viewsets.config, name="api-config"),

@@ -109,6 +109,15 @@ def ownership(request: Request) -> Response:
 @extend_schema(responses=dict)
 @api_view(["GET"])
 @permission_classes([IsUser])
+def balance(request: Request) -> Response:
+    """The balance panel: the optimality gauge, the move budget, bundles in cool-down and when
+    they are eligible again, oscillations of the last hour, why the latest cycle held."""
+    return Response(selectors.balance_status())
+
+
+@extend_schema(responses=dict)
+@api_view(["GET"])
+@permission_classes([IsUser])
 def rankings(request: Request) -> Response:
     """Broker rankings, least loaded first, and the current coefficient of variation."""
     rows = selectors.broker_rankings()

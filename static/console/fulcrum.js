@@ -129,7 +129,49 @@ const Fulcrum = (() => {
     });
   }
 
-  function dashboard(series, feed, health, initialRankings) {
+  // The balance panel: the optimality gauge, the move budget, the cool-down, oscillations and
+  // why the latest cycle held.
+  function showBalance(b) {
+    const gauge = document.getElementById("optimality");
+    if (b.optimality) {
+      gauge.textContent = `${b.optimality.ratio.toFixed(2)}× optimal`;
+      gauge.title = `max/mean ${b.optimality.maxOverMean.toFixed(2)} now, ${b.optimality.optimumMaxOverMean.toFixed(2)} at best (${utc(b.optimality.at)})`;
+      gauge.className = b.optimality.ratio > 1.1 ? "warn" : "";
+    }
+    const budget = document.getElementById("budget");
+    budget.textContent = b.budget.limit === null ? `${b.budget.used} (no limit)` : `${b.budget.used} / ${b.budget.limit}`;
+    budget.className = b.budget.limit !== null && b.budget.used >= b.budget.limit ? "warn" : "";
+    const next = b.coolDown.next[0];
+    document.getElementById("cooling").textContent = b.coolDown.bundles
+      ? `${b.coolDown.bundles} bundle(s) wait; next eligible in ${Math.ceil(next.inS)} s (${next.bundle})`
+      : `none waits (${Math.round(b.coolDown.seconds)} s after a move)`;
+    document.getElementById("oscillation-count").textContent = String(b.oscillations.length);
+    const bounces = document.getElementById("bounces");
+    bounces.innerHTML = "";
+    b.oscillations.slice(0, 5).forEach((o) => {
+      const li = el("li", {class: "alert"});
+      li.appendChild(el("span", {}, `${utc(o.at).slice(11, 19)} ${o.bundle} went back to ${o.broker}, which it left at ${utc(o.leftAt).slice(11, 19)} `));
+      if (o.decision) li.appendChild(el("a", {href: `/decisions/${o.decision}/`}, "decision"));
+      bounces.appendChild(li);
+    });
+    const quiet = document.getElementById("quiet");
+    const held = b.quiet && b.quiet.skipped.length ? b.quiet.skipped : [];
+    quiet.hidden = !held.length;
+    quiet.textContent = held.length
+      ? `Why nothing moved at ${utc(b.quiet.at).slice(11, 19)} (${b.quiet.strategy}, ${b.quiet.reason}): ` +
+        held.map((s) => `${s.broker} ${s.detail || s.reason}`).join("; ")
+      : "";
+  }
+
+  function dashboard(series, feed, health, initialRankings, balance) {
+    showBalance(balance);
+    setInterval(() => {  // the countdown of the cool-down
+      const first = balance.coolDown.next[0];
+      if (first) { first.inS = Math.max(0, first.inS - 1); showBalance(balance); }
+    }, 1000);
+    const refreshBalance = () => fetch("/api/balance/", {credentials: "same-origin"})
+      .then((r) => (r.ok ? r.json() : null)).then((b) => { if (b) { balance = b; showBalance(b); } })
+      .catch(() => { /* shown again at the next tick */ });
     const chart = document.getElementById("cv-chart");
     Plotly.newPlot(chart, [{x: series.at, y: series.cv, mode: "lines", name: "CV"}],
       {margin: {t: 10, r: 10, b: 40, l: 50}, yaxis: {title: {text: "CV of broker usage"}, rangemode: "tozero"},
@@ -154,6 +196,7 @@ const Fulcrum = (() => {
       } catch (err) { /* the next message brings the changes */ }
     });
     on("balancer.cv_sampled", (p) => {
+      refreshBalance();
       Plotly.extendTraces(chart, {x: [[p.at]], y: [[p.cv]]}, [0], 720);
       health.lastTick = p.at;
       health.nextTick = new Date(Date.parse(p.at) + health.intervalS * 1000).toISOString();
@@ -164,6 +207,7 @@ const Fulcrum = (() => {
     const list = document.getElementById("decisions");
     renderFeed(list, feed);
     on("balancer.decision_made", (p) => {
+      refreshBalance();
       const top = feed[0];
       if (p.quiet && top && top.type === "quiet") {
         top.count += 1; top.last = p.at;

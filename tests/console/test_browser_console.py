@@ -314,6 +314,10 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator("header .role")).to_have_text("operator")
             expect(page.locator("#active-shedder")).to_have_text("ThresholdShedder")
             expect(page.locator("#decisions li.quiet")).to_contain_text("1 quiet cycle")
+            # The balance panel: the move budget, the cool-down, oscillations.
+            expect(page.locator("#balance")).to_contain_text("moves this hour")
+            expect(page.locator("#budget")).to_contain_text("0")
+            expect(page.locator("#oscillation-count")).to_have_text("0")
             expect(page.locator("#last-tick")).not_to_have_text("never")
             # Pause, confirmed; the state shows at once and the audit has it.
             page.once("dialog", lambda dialog: dialog.accept())

@@ -1,0 +1,136 @@
+"""The balance panel (selectors.balance_status, /api/balance/) and the optimality gauge
+(services.optimality): measured against the best assignment, the move budget, the cool-down
+countdown, oscillations, and why a cycle held."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from console.models import AuditEvent, Broker, Bundle, Decision
+from console.selectors import balance_status, bounces
+from console.services.optimality import optimality_measure
+from tests.conftest import bundle_load, ingest, report
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def owned_and_reported(loads):
+    """broker -> (cpu %, bundle indexes it owns); each bundle carries 2,000 msg/s."""
+    bundles = list(Bundle.objects.select_related("namespace").order_by("namespace__name", "lower"))
+    brokers = {b.name: b for b in Broker.objects.all()}
+    for name, (_, indexes) in loads.items():
+        for i in indexes:
+            bundles[i].owner = brokers[name]
+            bundles[i].save()
+            bundle_load(bundles[i].name, msgRateIn=1000.0, msgRateOut=1000.0)
+    for name, (cpu, indexes) in loads.items():
+        names = [bundles[i].name for i in indexes]
+        count = len(names)
+        ingest(
+            report(name, cpu, bundles=names)
+            | {
+                "msgRateIn": 1000.0 * count,
+                "msgRateOut": 1000.0 * count,
+                "timestamp": NOW.timestamp(),
+            }
+        )
+
+
+def test_the_gauge_compares_max_over_mean_now_with_the_best_assignment(fulcrum_cluster):
+    assert optimality_measure(now=NOW) is None  # nobody reported yet
+    owned_and_reported({"broker-1": (60, range(6)), "broker-2": (10, [6]), "broker-3": (10, [7])})
+    gauge = optimality_measure(now=NOW)
+    # 6 bundles on broker-1, one each elsewhere: 60 / 10 / 10 % now; 30 / 30 / 20 % at best.
+    assert gauge["maxOverMean"] == pytest.approx(0.6 / (0.8 / 3))
+    assert gauge["optimumMaxOverMean"] == pytest.approx(0.3 / (0.8 / 3))
+    assert gauge["ratio"] == pytest.approx(2.0)
+    assert balance_status(now=NOW)["optimality"] == gauge
+
+
+def test_budget_cool_down_oscillations_and_why_the_cycle_held(fulcrum_cluster, settings):
+    settings.FULCRUM_MAX_MOVES_PER_HOUR = 12
+    settings.FULCRUM_BUNDLE_COOL_DOWN_S = 600
+    bundle = Bundle.objects.select_related("namespace").order_by("lower")[0]
+    bundle.last_unloaded_at = NOW - timedelta(seconds=100)
+    bundle.save()
+    decision = Decision.objects.create(
+        at=NOW - timedelta(minutes=2),
+        kind=Decision.Kind.SHED,
+        strategy="FulcrumShedder",
+        reason="Balanced",
+        summary="no action",
+        details={
+            "actions": [],
+            "shedding": {
+                "skipped": [
+                    {
+                        "broker": "broker-1",
+                        "reason": "Balanced",
+                        "detail": "pinned by its own background",
+                    }
+                ]
+            },
+        },
+    )
+    moves = [
+        ("broker-1", "broker-2", 50),
+        ("broker-2", "broker-1", 20),
+        ("broker-1", "broker-3", 5),
+    ]
+    for source, destination, minutes in moves:
+        AuditEvent.objects.create(
+            at=NOW - timedelta(minutes=minutes),
+            action=AuditEvent.Action.UNLOAD,
+            target=bundle.name,
+            source=source,
+            destination=destination,
+            reason="x",
+            decision=decision,
+        )
+    status = balance_status(now=NOW)
+    assert status["budget"] == {"used": 3, "limit": 12}  # FulcrumShedder's own is 30
+    cool = status["coolDown"]
+    assert cool["seconds"] == 600
+    assert cool["bundles"] == 1
+    assert cool["next"][0]["bundle"] == bundle.name
+    assert cool["next"][0]["inS"] == pytest.approx(500)
+    (bounce,) = status["oscillations"]  # back on broker-1, which it left 30 minutes before
+    assert (bounce["bundle"], bounce["broker"]) == (bundle.name, "broker-1")
+    assert bounce["decision"] == decision.pk
+    assert status["quiet"]["skipped"][0]["detail"] == "pinned by its own background"
+    # Without a limit of its own and under Pulsar's shedder there is none.
+    settings.FULCRUM_MAX_MOVES_PER_HOUR = 0
+    from console.models import BalancerConfig
+
+    BalancerConfig.objects.update(shedder="ThresholdShedder")
+    assert balance_status(now=NOW)["budget"]["limit"] is None
+    assert bounces(since=NOW - timedelta(minutes=10), until=NOW) == []
+
+
+def test_the_dashboard_and_the_api_show_the_panel(
+    fulcrum_cluster, operator_client, client, operator
+):
+    body = operator_client.get("/api/balance/").json()
+    assert set(body) == {"optimality", "budget", "coolDown", "oscillations", "quiet"}
+    client.force_login(operator)
+    page = client.get("/").content.decode()
+    assert 'id="optimality"' in page
+    assert 'id="balance-data"' in page
+
+
+def test_the_audit_marks_a_move_that_bounced_back(fulcrum_cluster, client, operator):
+    for source, destination, minutes in (
+        ("broker-1", "broker-2", 30),
+        ("broker-2", "broker-1", 10),
+    ):
+        AuditEvent.objects.create(
+            at=NOW - timedelta(minutes=minutes),
+            action=AuditEvent.Action.UNLOAD,
+            target="acme/orders/0x00000000_0x40000000",
+            source=source,
+            destination=destination,
+            reason="x",
+        )
+    client.force_login(operator)
+    page = client.get("/audit/").content.decode()
+    assert page.count("bounced back</span>") == 1
