@@ -327,3 +327,15 @@ def test_the_model_ignores_a_resource_without_a_limit_and_weighs_bandwidth():
     snap = ClusterSnapshot(NOW, brokers, bundles)
     model = LoadModel.of(snap, ["a", "b"], ResourceWeights(1, 0, 0, 1, 1))
     assert model.usage().tolist() == pytest.approx([0.5, 0.1])
+
+
+def test_a_bundle_without_a_group_moves_freely_in_a_cluster_with_groups():
+    spec = {
+        "b1": (80, [("t/g1/0x00000000_0x80000000", 5), ("t/ns/0x00000000_0x00000001", 35)]),
+        "b2": (40, [("t/g2/0x00000000_0x80000000", 30)]),
+        "b3": (10, []),
+    }
+    groups = {n: NamespacePolicy(n, "ha") for n in ("t/g1", "t/g2")}
+    snap = _cluster(spec, namespaces={**groups, "t/ns": NamespacePolicy("t/ns")})
+    first = shed(snap, PULSAR, {}).unloads[0]
+    assert (first.bundle, first.destination) == ("t/ns/0x00000000_0x00000001", "b3")
