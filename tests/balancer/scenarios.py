@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from balancer.config import PulsarConfig
 from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 
 MIB = 1024 * 1024
 NOW = 1_000_000.0
+# Pulsar's tunables with no grace period and no minimum throughput to unload.
+EASY = PulsarConfig.from_keys(
+    {
+        "loadBalancerBundleUnloadMinThroughputThreshold": 0,
+        "loadBalancerSheddingGracePeriodMinutes": 0,
+    }
+)
 
 
 MSG_PER_MIB = 100.0  # every bundle carries 100 msg/s in and out per MiB/s of throughput

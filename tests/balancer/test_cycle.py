@@ -32,12 +32,7 @@ from tests.balancer import scenarios
 
 MIB = 1024 * 1024
 NOW = scenarios.NOW
-EASY = PulsarConfig.from_keys(
-    {
-        "loadBalancerBundleUnloadMinThroughputThreshold": 0,
-        "loadBalancerSheddingGracePeriodMinutes": 0,
-    }
-)
+EASY = scenarios.EASY
 
 
 def config(shedder="ThresholdShedder", **kw):
@@ -118,15 +113,19 @@ def test_avg_shedder_destination_is_honoured_unless_switched_off():
     assert all(p.reason != "StrategyDestination" for p in again.planned(ActionKind.PLACE))
 
 
-def test_a_destination_refused_by_the_filters_is_placed_by_the_placement():
-    # d owns two of the namespace's bundles, e none: even distribution refuses d.
+def d_owns_two() -> ClusterSnapshot:
+    """c, d and e; d owns two of t/ns's bundles, c one, e none: even distribution refuses d."""
     brokers = {n: BrokerLoad(n, reported_at=NOW) for n in ("c", "d", "e")}
     bundles = {
         "t/ns/0x00000000_0x10000000": BundleLoad("t/ns/0x00000000_0x10000000", "c"),
         "t/ns/0x10000000_0x20000000": BundleLoad("t/ns/0x10000000_0x20000000", "d"),
         "t/ns/0x20000000_0x30000000": BundleLoad("t/ns/0x20000000_0x30000000", "d"),
     }
-    snap = ClusterSnapshot(NOW, brokers, bundles)
+    return ClusterSnapshot(NOW, brokers, bundles)
+
+
+def test_a_destination_refused_by_the_filters_is_placed_by_the_placement():
+    snap = d_owns_two()
     unload = Action(
         ActionKind.UNLOAD,
         "t/ns/0x00000000_0x10000000",
@@ -746,14 +745,7 @@ def test_many_placements_at_once_are_not_explained_one_by_one(placement):
 
 
 def test_an_operators_automatic_unload_lists_the_brokers_the_filters_removed():
-    # d owns two of the namespace's bundles, e none: even distribution removes d.
-    brokers = {n: BrokerLoad(n, reported_at=NOW) for n in ("c", "d", "e")}
-    bundles = {
-        "t/ns/0x00000000_0x10000000": BundleLoad("t/ns/0x00000000_0x10000000", "c"),
-        "t/ns/0x10000000_0x20000000": BundleLoad("t/ns/0x10000000_0x20000000", "d"),
-        "t/ns/0x20000000_0x30000000": BundleLoad("t/ns/0x20000000_0x30000000", "d"),
-    }
-    snap = ClusterSnapshot(NOW, brokers, bundles)
+    snap = d_owns_two()
     plan = plan_unload(snap, config(), {}, "t/ns/0x00000000_0x10000000")
     place = plan.planned(ActionKind.PLACE)[0]
     assert place.destination == "e"

@@ -18,12 +18,7 @@ from tests.balancer import scenarios
 
 MIB = 1024 * 1024
 NOW = scenarios.NOW
-EASY = PulsarConfig.from_keys(
-    {
-        "loadBalancerBundleUnloadMinThroughputThreshold": 0,
-        "loadBalancerSheddingGracePeriodMinutes": 0,
-    }
-)
+EASY = scenarios.EASY
 
 
 def config(shedder="ThresholdShedder", **kw):
