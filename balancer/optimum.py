@@ -67,23 +67,34 @@ def lower_bound(loads: np.ndarray, background: np.ndarray, caps: np.ndarray) -> 
 
 
 def heuristic(
-    loads: np.ndarray, background: np.ndarray, caps: np.ndarray, *, iterations: int = 2000
+    loads: np.ndarray,
+    background: np.ndarray,
+    caps: np.ndarray,
+    *,
+    iterations: int = 2000,
+    start: np.ndarray | None = None,
 ) -> Assignment:
-    """LPT (largest bundle first, onto the broker it leaves least full), then the best move or
-    swap of a bundle off the fullest broker while one lowers it (at most ``iterations``).
+    """LPT (largest bundle first, onto the broker it leaves least full) — or ``start``, an
+    assignment to improve — then the best move or swap of a bundle off the fullest broker while
+    one lowers it (at most ``iterations``).
 
     Args:
         loads: (n, r) each bundle's load per resource; background: (b, r); caps: (b, r) — a
             capacity may be ``inf`` (a resource that does not count).
+        start: (n,) a broker index per bundle to start from instead of LPT.
     """
     n, b = len(loads), len(background)
-    owner = np.zeros(n, dtype=np.int64)
     total = background.astype(np.float64).copy()
-    size = np.max(loads / caps.mean(axis=0), axis=1)
-    for i in np.argsort(-size, kind="stable"):
-        target = int(np.argmin(np.max((total + loads[i]) / caps, axis=1)))
-        owner[i] = target
-        total[target] += loads[i]
+    if start is not None:
+        owner = np.asarray(start, dtype=np.int64).copy()
+        np.add.at(total, owner, loads)
+    else:
+        owner = np.zeros(n, dtype=np.int64)
+        size = np.max(loads / caps.mean(axis=0), axis=1)
+        for i in np.argsort(-size, kind="stable"):
+            target = int(np.argmin(np.max((total + loads[i]) / caps, axis=1)))
+            owner[i] = target
+            total[target] += loads[i]
     for _ in range(iterations):
         usage = np.max(total / caps, axis=1)
         hot = int(np.argmax(usage))

@@ -46,3 +46,22 @@ def test_nothing_to_place_and_a_resource_that_does_not_count():
     best = heuristic(empty, background, caps)
     assert best.peak == pytest.approx(0.2)
     assert heuristic(np.zeros((3, 1)), np.zeros((2, 1)), ONE).max_over_mean == 0.0
+
+
+def test_local_search_from_a_given_assignment_moves_bundles_off_the_fullest_broker():
+    loads = np.asarray([[0.3], [0.3], [0.2], [0.2]])
+    start = np.zeros(4, dtype=np.int64)  # everything on broker 0: 1.0 and 0.0
+    one_step = heuristic(loads, np.zeros((2, 1)), ONE, start=start, iterations=1)
+    assert one_step.peak == pytest.approx(0.7)  # one move: a 0.3 bundle across
+    best = heuristic(loads, np.zeros((2, 1)), ONE, start=start)
+    assert best.peak == pytest.approx(0.5)
+    assert start.tolist() == [0, 0, 0, 0]  # the start is not changed in place
+
+
+def test_a_swap_from_a_given_assignment_when_no_move_helps():
+    # b0: 0.5 + 0.1 = 0.6, b1: 0.45 + 0.05 = 0.5. No move lowers 0.6; trading 0.1 for 0.05 does.
+    loads = np.asarray([[0.5], [0.1], [0.45], [0.05]])
+    best = heuristic(loads, np.zeros((2, 1)), ONE, start=np.asarray([0, 0, 1, 1]))
+    assert best.peak == pytest.approx(0.55)
+    owner = best.owner.tolist()
+    assert owner[0] == owner[3] != owner[1] == owner[2]  # 0.5 + 0.05 | 0.1 + 0.45
