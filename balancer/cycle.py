@@ -453,8 +453,12 @@ def plan_cycle(
     if placement_state:
         state_out[placement_name] = placement_state
     actions += _drained(snapshot, actions, lost)
+    moving = {a.target for a in actions if a.kind == ActionKind.UNLOAD and a.is_planned}
+    if decision is not None and decision.splits:
+        splits = _strategy_splits(snapshot, config, decision, moving, now)
+        actions += splits
+        moving |= {a.target for a in splits}
     if config.safety.is_auto_split_enabled:
-        moving = {a.target for a in actions if a.kind == ActionKind.UNLOAD and a.is_planned}
         actions += _auto_splits(snapshot, config, moving)
     shed_acted = any(
         a.kind == ActionKind.UNLOAD and a.strategy == shedder_name and a.is_planned for a in actions
@@ -901,6 +905,49 @@ def _drained(snapshot: ClusterSnapshot, actions: list[Action], lost: Sequence[st
                     strategy="lifecycle",
                 )
             )
+    return out
+
+
+def _strategy_splits(
+    snapshot: ClusterSnapshot,
+    config: CycleConfig,
+    decision: SheddingDecision,
+    moving: set[str],
+    now: Seconds,
+) -> list[Action]:
+    """The splits a shedder asked for (a bundle too big to move), cut with the configured
+    algorithm; a bundle that moves this cycle, is blacklisted, in its cool-down, or whose
+    namespace has ``loadBalancerNamespaceMaximumBundles`` already is left alone."""
+    out = []
+    name = get_split_algorithm(config.strategies.split_algorithm)[0]
+    for bundle in decision.splits:
+        load = snapshot.bundles.get(bundle)
+        if load is None or bundle in moving:
+            continue
+        namespace = namespace_of_bundle(bundle)
+        if sum(snapshot.bundle_counts(namespace).values()) >= config.pulsar.namespace_max_bundles:
+            continue
+        veto, _ = _veto(bundle, load.owner, snapshot, config, now, 0)
+        if veto is not None:
+            continue
+        said = (
+            f"{decision.strategy}: {bundle} is too big to move (it alone outweighs the gap it "
+            f"would close); {explain.metric('msgThroughput', load.short_term.throughput)}"
+        )
+        try:
+            action = _split_action(snapshot, config, bundle, name, None, said, "TooBigToMove")
+        except BalancerError as exc:  # e.g. specified_positions_divide without positions
+            action = Action(
+                ActionKind.SPLIT,
+                bundle,
+                load.owner,
+                None,
+                "TooBigToMove",
+                f"{said}; {name} cannot cut it: {exc.message}",
+                veto=Reason.NO_CANDIDATES,
+            )
+        metric = Metric("msgThroughput", load.short_term.throughput, "bytes/s")
+        out.append(replace(action, metric=metric, strategy=decision.strategy))
     return out
 
 

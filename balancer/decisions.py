@@ -117,6 +117,8 @@ class SheddingDecision:
         stats: the numbers behind it (avgUsage, per-broker usage as fractions, thresholds).
         state: what the strategy remembers for the next cycle; feed it back unchanged.
         strategy: the registry name of the shedder.
+        splits: bundles the strategy asks the cycle to split rather than move (too big to
+            move: FulcrumShedder).
     """
 
     unloads: tuple[Unload, ...]
@@ -125,6 +127,7 @@ class SheddingDecision:
     stats: dict[str, Any] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
     strategy: str = ""
+    splits: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The CLI output document of ``shed``."""

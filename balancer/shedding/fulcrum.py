@@ -56,6 +56,8 @@ HOUR: Final = 3600.0
 # The hottest broker sheds in steps smaller than the minimum gain while it is above the level
 # the cluster could reach plus this fraction of the minimum gain.
 SETTLED_FRACTION: Final = 0.5
+# Bundles too big to move that a cycle asks to split, at most.
+MAX_SPLITS: Final = 1
 # The weight of this cycle's background in its exponential average over cycles.
 BACKGROUND_SMOOTHING: Final = 0.15
 
@@ -170,7 +172,7 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
                 "bundle",
                 name,
                 Reason.SOLE_BUNDLE,
-                "too big to move: it alone outweighs the gap it would close; split it",
+                "too big to move: it alone outweighs the gap it would close; split instead",
             )
         )
     if not unloads:
@@ -178,11 +180,14 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
     for unload in unloads:
         left.setdefault(unload.bundle, []).append([unload.source, now])
     stats["predicted"] = {n: float(u) for n, u in zip(model.names, model.usage(load), strict=True)}
+    splits = tuple(search.name(row) for row in sorted(too_big))[:MAX_SPLITS]
     memory = {
         "left": left,
         "background": {n: smooth[i].tolist() for i, n in enumerate(model.names)},
     }
-    return SheddingDecision(tuple(unloads), reason, tuple(skipped), stats, memory, NAME)
+    return SheddingDecision(
+        tuple(unloads), reason, tuple(skipped), stats, memory, NAME, splits=splits
+    )
 
 
 class _Search:

@@ -114,17 +114,51 @@ def test_a_broker_pinned_by_its_background_gives_up_its_bundles():
     assert any("pinned by its own background" in s.detail for s in quiet.skipped)
 
 
-def test_a_bundle_bigger_than_the_gap_is_named_for_a_split_not_bounced():
-    snap = _cluster(
+def too_big():
+    return _cluster(
         {
             "b1": (70, [("t/ns/0x00000000_0x10000000", 60)]),
             "b2": (10, [("t/ns/0x10000000_0x20000000", 5)]),
         }
     )
-    plans, _ = cycles(snap, 3)
+
+
+def test_a_bundle_bigger_than_the_gap_is_split_not_bounced():
+    plans, _ = cycles(too_big(), 3)
     assert not any(p.planned(ActionKind.UNLOAD) for p in plans)
     skips = plans[0].shedding.skipped
-    assert any(s.reason == Reason.SOLE_BUNDLE and "split it" in s.detail for s in skips)
+    assert any(s.reason == Reason.SOLE_BUNDLE and "split instead" in s.detail for s in skips)
+    (split,) = plans[0].planned(ActionKind.SPLIT)
+    assert (split.target, split.reason, split.strategy) == (
+        "t/ns/0x00000000_0x10000000",
+        "TooBigToMove",
+        "FulcrumShedder",
+    )
+    assert split.boundaries == (0x08000000,)  # range_equally_divide
+    assert "too big to move" in split.explanation
+
+
+def test_a_bundle_too_big_to_move_is_not_split_when_it_may_not_be():
+    snap = too_big()
+    name = "t/ns/0x00000000_0x10000000"
+    blacklisted = replace(config(), safety=SafetyConfig(bundle_cool_down_s=0, blacklist=("t/*",)))
+    assert not plan_cycle(snap, blacklisted, {}).planned(ActionKind.SPLIT)
+    full = replace(config(), pulsar=replace(PULSAR, namespace_max_bundles=2))
+    assert not plan_cycle(snap, full, {}).planned(ActionKind.SPLIT)
+    by_positions = replace(
+        config(),
+        strategies=Strategies("FulcrumShedder", "FulcrumPlacement", "specified_positions_divide"),
+    )
+    (refused,) = plan_cycle(snap, by_positions, {}).vetoed
+    assert (refused.kind, refused.veto) == (ActionKind.SPLIT, Reason.NO_CANDIDATES)
+    assert "needs positions" in refused.explanation
+    # A split asked for a bundle the cycle moves or does not know is left alone.
+    from balancer.cycle import _strategy_splits
+    from balancer.decisions import SheddingDecision
+
+    asked = SheddingDecision((), Reason.BALANCED, splits=(name, "t/ns/gone"), strategy="x")
+    assert _strategy_splits(snap, config(), asked, {name}, NOW) == []
+    assert _strategy_splits(snap, blacklisted, asked, set(), NOW) == []  # vetoed: blacklisted
 
 
 def test_a_swap_when_no_single_move_gains():
