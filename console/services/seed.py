@@ -14,12 +14,16 @@ from balancer.simulator.layout import Layout
 from console.access import OPERATORS_GROUP
 from console.models import BalancerConfig, Broker, Bundle, Cluster, FailureDomain, Namespace, Tenant
 
-# The demo plays a trace minute every 2 s (30x real time) on a small cluster, so two Pulsar
-# defaults are scaled down with it: the grace period (30 min -> 1 min of wall time, i.e. 30
-# simulated minutes) and the minimum throughput worth an unload (10 MiB/s -> 1 MiB/s).
+# The demo plays a trace minute every 2 s (30x real time) on a small cluster, so some defaults
+# are scaled with it: Pulsar's grace period (30 min -> 1 min of wall time, i.e. 30 simulated
+# minutes) and minimum throughput worth an unload (10 MiB/s -> 1 MiB/s), and Fulcrum's move
+# budget (30 moves per hour -> 900 per wall hour, 30 per simulated hour) and cool-down
+# (10 min -> 1 min of wall time, as the grace period).
 DEMO_PARAMETERS = {
     "loadBalancerSheddingGracePeriodMinutes": 1,
     "loadBalancerBundleUnloadMinThroughputThreshold": 1,
+    "fulcrumMaxMovesPerHour": 900,
+    "fulcrumBundleCoolDownMinutes": 1,
     # The demo's three zones: anti-affinity groups spread across them (Pulsar's filter).
     "failureDomainsEnabled": True,
 }
