@@ -42,6 +42,18 @@ def cpu_per_msg(snapshot: ClusterSnapshot, brokers: Sequence[str]) -> float:
     return 0.0 if best == np.inf else float(best)
 
 
+def bundle_loads(short_term: np.ndarray, cost: float) -> np.ndarray:
+    """(n, 5) bundles' load per resource from their (n, 4) short-term rates (msg/s in and
+    out, bytes/s in and out, ``RATE_FIELDS`` order): CPU = msg rate × ``cost`` (percent of one
+    core per msg/s), bandwidth in/out = throughput in/out, no memory."""
+    rates = np.asarray(short_term, dtype=np.float64).reshape(-1, 4)
+    out = np.zeros((len(rates), 5), dtype=np.float64)
+    out[:, CPU] = (rates[:, 0] + rates[:, 1]) * cost
+    out[:, BANDWIDTH_IN] = rates[:, 2]
+    out[:, BANDWIDTH_OUT] = rates[:, 3]
+    return out
+
+
 @dataclass(frozen=True)
 class LoadModel:
     """The modelled brokers' usage, split into background and bundle load.
@@ -94,11 +106,7 @@ class LoadModel:
         owner = remap[position]  # -1 (unowned, position -1) maps to remap[-1] = -1
         rows = np.flatnonzero(owner >= 0)
         owner = owner[rows]
-        short = table.short_term[rows]
-        bundle_load = np.zeros((len(rows), 5), dtype=np.float64)
-        bundle_load[:, CPU] = (short[:, 0] + short[:, 1]) * cost
-        bundle_load[:, BANDWIDTH_IN] = short[:, 2]
-        bundle_load[:, BANDWIDTH_OUT] = short[:, 3]
+        bundle_load = bundle_loads(table.short_term[rows], cost)
         load = np.zeros((len(names), 5), dtype=np.float64)
         for column in (CPU, BANDWIDTH_IN, BANDWIDTH_OUT):
             load[:, column] = np.bincount(
@@ -114,11 +122,23 @@ class LoadModel:
         total capacity."""
         if not len(self.names):
             return 0.0
-        own = float(self.usage(np.zeros_like(self.load)).max())
+        own = float(self.background_usage().max())
         limits = self.limits.sum(axis=0)
         total = self.background.sum(axis=0) + self.load.sum(axis=0)
         spread = float(self.usage_of(total, limits))
         return max(own, spread)
+
+    def background_usage(self) -> np.ndarray:
+        """Every modelled broker's usage (fraction) with none of its bundles."""
+        return self.usage(np.zeros_like(self.load))
+
+    def weighted_limits(self) -> np.ndarray:
+        """(brokers, 5) capacities such that ``max(total / capacity)`` is the weighted max usage:
+        limit / weight, ``inf`` for a resource of weight 0 or without a limit."""
+        weighted = (self.limits > 0) & (self.weights > 0)
+        return np.where(
+            weighted, self.limits / np.where(self.weights > 0, self.weights, 1.0), np.inf
+        )
 
     def usage(self, load: np.ndarray | None = None) -> np.ndarray:
         """Every modelled broker's usage (fraction) with ``load`` (default: the bundles it owns

@@ -372,9 +372,10 @@ def parse_cycle_config(doc: Mapping[str, Any]) -> CycleConfig:
     )
 
 
-def snapshot_document(snapshot: ClusterSnapshot) -> dict[str, Any]:
+def snapshot_document(snapshot: ClusterSnapshot, *, topics: bool = True) -> dict[str, Any]:
     """The input document of CLI.md for ``snapshot`` (the inverse of ``parse_snapshot``): what
-    an operator or a test feeds to ``python -m balancer cycle`` to replay a console decision."""
+    an operator or a test feeds to ``python -m balancer cycle`` to replay a console decision;
+    without the bundles' ``topicStats`` when ``topics`` is False."""
 
     def rates(r: MessageRates) -> dict[str, float]:
         return {key: getattr(r, attr) for key, attr in RATE_KEYS.items()}
@@ -417,7 +418,7 @@ def snapshot_document(snapshot: ClusterSnapshot) -> dict[str, Any]:
             }
             | (
                 {"topicStats": topic_loads_document(snapshot.bundle_topics[b.name])}
-                if b.name in snapshot.bundle_topics
+                if topics and b.name in snapshot.bundle_topics
                 else {}
             )
             for b in snapshot.bundles.values()

@@ -10,8 +10,9 @@ from typing import Any, Final
 
 import numpy as np
 
+from balancer.bundle_table import RATE_FIELDS
 from balancer.config import PulsarConfig
-from balancer.load_model import LoadModel
+from balancer.load_model import LoadModel, bundle_loads
 from balancer.snapshot import ClusterSnapshot
 
 
@@ -184,20 +185,13 @@ def fulcrum_least_predicted_usage(
         ("fulcrum_model", config.weights),
         lambda: LoadModel.of(snapshot, list(snapshot.brokers), config.weights),
     )
-    extra = np.zeros_like(model.load)
 
     def load_of(name: str) -> np.ndarray:
         rates = snapshot.bundles[name].short_term
-        return np.asarray(
-            [
-                model.cost * rates.msg_rate,
-                0.0,
-                0.0,
-                rates.msg_throughput_in,
-                rates.msg_throughput_out,
-            ]
-        )
+        fields = [getattr(rates, f) for f in RATE_FIELDS]
+        return np.asarray(bundle_loads(np.asarray(fields), model.cost)[0], dtype=np.float64)
 
+    extra = np.zeros_like(model.load)
     for other, owner in preallocated.items():
         if other in snapshot.bundles and owner in model.index and other != bundle:
             extra[model.index[owner]] += load_of(other)

@@ -107,7 +107,7 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
             )
     model = replace(model, background=smooth)
     usage = model.usage()
-    background = model.usage(np.zeros_like(model.load))
+    background = model.background_usage()
     stats: dict[str, Any] = {
         "avgUsage": float(usage.mean()),
         "minGain": pulsar.fulcrum_min_gain_fraction,
@@ -365,7 +365,7 @@ class _Search:
         cool-down, or no move gains the minimum."""
         hottest = int(np.argmax(usage))
         name = self.model.names[hottest]
-        background = float(self.model.broker_usage(hottest, np.zeros(5)))
+        background = float(self.model.background_usage()[hottest])
         mean = float(usage.mean())
         if usage[hottest] - mean < self.pulsar.fulcrum_min_gain_fraction:
             return []

@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
 from django.utils import timezone
 
 from balancer.load_model import LoadModel
@@ -33,14 +32,7 @@ def optimality_measure(*, now: datetime | None = None) -> dict[str, Any] | None:
     model = LoadModel.of(snapshot, serving, weights)
     current = model.usage()
     mean = float(current.mean())
-    # A resource of weight w counts as usage / (limit / w); weight 0 does not count.
-    caps = np.where(
-        (model.limits > 0) & (model.weights > 0),
-        model.limits / np.where(model.weights > 0, model.weights, 1.0),
-        np.inf,
-    )
-    best = heuristic(model.bundle_load, model.background, caps)
-    # A broker whose bundles' load is all the assignment moves; the optimum's max/mean.
+    best = heuristic(model.bundle_load, model.background, model.weighted_limits())
     optimum = best.max_over_mean
     now_ratio = float(current.max()) / mean if mean > 0 else 0.0
     out = {

@@ -232,6 +232,7 @@ def run(world: World, strategy: str) -> Result:
     left: dict[str, list[tuple[str, float]]] = {}
     result = Result(strategy, minutes=world.minutes)
     index = {name: i for i, name in enumerate(world.brokers)}
+    position = {name: i for i, name in enumerate(world.bundles)}
     for minute in range(world.minutes):
         sample = world.loads(minute)
         averages["short"] = time_average_columns(
@@ -247,7 +248,7 @@ def run(world: World, strategy: str) -> Result:
             plan = plan_placement(snap, config, state, list(snap.unowned))
             state = plan.state
             for a in plan.planned(ActionKind.PLACE):
-                owner[world.bundles.index(a.target)] = index[a.destination]
+                owner[position[a.target]] = index[a.destination]
         usage, counting = world.usage(owner, minute)
         used = usage[counting]
         mean = float(used.mean()) if len(used) else 0.0
@@ -264,7 +265,7 @@ def run(world: World, strategy: str) -> Result:
         state = plan.state
         for a in plan.planned():
             if a.kind == ActionKind.UNLOAD:
-                i = world.bundles.index(a.target)
+                i = position[a.target]
                 if owner[i] >= 0 and world.brokers[owner[i]] == a.source:
                     owner[i] = -1
                     unloaded[a.target] = now
@@ -272,7 +273,7 @@ def run(world: World, strategy: str) -> Result:
                     left.setdefault(a.target, []).append((a.source, now))
                     result.moves += 1
             elif a.kind == ActionKind.PLACE and a.destination is not None:
-                i = world.bundles.index(a.target)
+                i = position[a.target]
                 if owner[i] < 0:
                     owner[i] = index[a.destination]
                     if any(

@@ -361,6 +361,12 @@ def test_the_model_ignores_a_resource_without_a_limit_and_weighs_bandwidth():
     snap = ClusterSnapshot(NOW, brokers, bundles)
     model = LoadModel.of(snap, ["a", "b"], ResourceWeights(1, 0, 0, 1, 1))
     assert model.usage().tolist() == pytest.approx([0.5, 0.1])
+    # As capacities: limit / weight, and none for a resource without weight or limit.
+    caps = model.weighted_limits()
+    assert caps[0].tolist() == [100.0, np.inf, np.inf, 100 * MIB, np.inf]
+    assert np.max((model.background + model.load) / caps, axis=1).tolist() == pytest.approx(
+        model.usage().tolist()
+    )
 
 
 def test_a_bundle_without_a_group_moves_freely_in_a_cluster_with_groups():
