@@ -923,14 +923,32 @@ def _rule(details: dict[str, Any], shedding: dict[str, Any], decision: Decision)
         return float(f"{value:.4g}") if isinstance(value, float) else value
 
     figures, per_broker = [], None
-    for name, value in (shedding.get("stats") or {}).items():
+    by_broker: dict[str, dict[str, Any]] = {}  # figure -> broker -> a number
+    stats = shedding.get("stats") or {}
+    for name, value in stats.items():
         tables = (
             isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values())
+        )
+        numbers = (
+            isinstance(value, dict)
+            and value
+            and all(isinstance(v, int | float) for v in value.values())
         )
         if tables and per_broker is None:
             columns = sorted({k for v in value.values() for k in v})
             rows = [[b, *(said(v.get(c)) for c in columns)] for b, v in sorted(value.items())]
             per_broker = {"name": name, "columns": columns, "rows": rows}
+        elif numbers:
+            by_broker[name] = value
+        else:
+            figures.append([name, said(value)])
+    # A figure per broker (FulcrumShedder's "predicted") is a column of the per-broker table
+    # when its brokers are the table's; else it stays a figure.
+    for name, value in by_broker.items():
+        if per_broker is not None and set(value) <= {row[0] for row in per_broker["rows"]}:
+            per_broker["columns"].append(name)
+            for row in per_broker["rows"]:
+                row.append(said(value.get(row[0])))
         else:
             figures.append([name, said(value)])
     return {

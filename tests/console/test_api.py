@@ -643,3 +643,34 @@ def test_a_decision_that_placed_many_bundles_says_why_it_lists_no_candidates(
     page = client.get(f"/decisions/{many.pk}/").content.decode()
     assert "for the 20 placements of this decision" in page
     assert "Where each bundle could go" not in page
+
+
+def test_a_figure_per_broker_is_a_column_of_the_rule_s_table(cluster, client, viewer):
+    from django.utils import timezone
+
+    from console.models import Decision
+
+    shed = Decision.objects.create(
+        at=timezone.now(),
+        kind="shed",
+        strategy="FulcrumShedder",
+        reason="Overloaded",
+        summary="1 unload(s)",
+        details={
+            "shedding": {
+                "reason": "Overloaded",
+                "stats": {
+                    "avgUsage": 0.3,
+                    "brokers": {"broker-1": {"usage": 0.5}, "broker-2": {"usage": 0.1}},
+                    "predicted": {"broker-1": 0.4, "broker-2": 0.2},
+                    "elsewhere": {"ghost": 0.1},
+                },
+            },
+            "actions": [],
+        },
+    )
+    client.force_login(viewer)
+    page = client.get(f"/decisions/{shed.pk}/").content.decode()
+    assert "<th>usage</th><th>predicted</th>" in page
+    assert "<td><code>0.4</code></td>" in page
+    assert "<th>elsewhere</th>" in page  # not the table's brokers: a figure of its own
