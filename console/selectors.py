@@ -499,12 +499,10 @@ def loop_health(*, now: datetime | None = None) -> dict[str, Any]:
     }
 
 
-def bounces(*, since: datetime, until: datetime | None = None) -> list[dict[str, Any]]:
-    """Oscillations: moves of a bundle back to a broker it left within the hour before, among
-    the moves from ``since`` to ``until`` (newest first): ``{"id", "bundle", "broker", "at"
-    (ISO, UTC), "leftAt", "decision"}``."""
-    until = until or datetime.now(UTC)
-    moves = list(
+def _moves(since: datetime, until: datetime) -> list[tuple[int, str, str, str, datetime, Any]]:
+    """Every move (unload) from an hour before ``since`` to ``until``, oldest first: (audit id,
+    bundle, source, destination, at, decision id)."""
+    return list(
         AuditEvent.objects.filter(
             action=AuditEvent.Action.UNLOAD,
             at__gte=since - timedelta(hours=1),
@@ -513,9 +511,16 @@ def bounces(*, since: datetime, until: datetime | None = None) -> list[dict[str,
         .order_by("at", "id")
         .values_list("id", "target", "source", "destination", "at", "decision_id")
     )
+
+
+def bounces(*, since: datetime, until: datetime | None = None) -> list[dict[str, Any]]:
+    """Oscillations: moves of a bundle back to a broker it left within the hour before, among
+    the moves from ``since`` to ``until`` (newest first): ``{"id", "bundle", "broker", "at"
+    (ISO, UTC), "leftAt", "decision"}``."""
+    until = until or datetime.now(UTC)
     left: dict[str, list[tuple[str, datetime]]] = {}
     out = []
-    for pk, bundle, source, destination, at, decision in moves:
+    for pk, bundle, source, destination, at, decision in _moves(since, until):
         earlier = [
             t
             for broker, t in left.get(bundle, ())
@@ -537,6 +542,56 @@ def bounces(*, since: datetime, until: datetime | None = None) -> list[dict[str,
     return out[::-1]
 
 
+def flip_flops(*, since: datetime, until: datetime | None = None) -> list[dict[str, Any]]:
+    """Brokers flip-flopping: within one hour a broker gave bundles away, then received, then
+    gave again (or received, gave, received): the balancer changed its mind about it twice.
+    One entry per move completing such a pattern from ``since`` to ``until`` (newest first):
+    ``{"id" (that move's audit id), "broker", "at" (ISO, UTC), "firstAt" (the pattern's first
+    move), "pattern" (e.g. "gave 2, took 1, gave 1"), "decision"}``."""
+    until = until or datetime.now(UTC)
+    # broker -> its moves in the window: (at, "gave" | "took")
+    seen: dict[str, list[tuple[datetime, str]]] = {}
+    out = []
+    for pk, _, source, destination, at, decision in _moves(since, until):
+        for broker, way in ((source, "gave"), (destination, "took")):
+            if not broker:
+                continue
+            recent = [m for m in seen.get(broker, ()) if at - m[0] <= timedelta(hours=1)]
+            recent.append((at, way))
+            seen[broker] = recent
+            runs: list[list[Any]] = []  # [way, count, first at]
+            for t, w in recent:
+                if runs and runs[-1][0] == w:
+                    runs[-1][1] += 1
+                else:
+                    runs.append([w, 1, t])
+            # A flip-flop is completed by the move that starts a third run.
+            if len(runs) >= 3 and runs[-1][1] == 1 and at >= since:
+                last = runs[-3:]
+                out.append(
+                    {
+                        "id": pk,
+                        "broker": broker,
+                        "at": at.astimezone(UTC).isoformat(),
+                        "firstAt": last[0][2].astimezone(UTC).isoformat(),
+                        "pattern": ", ".join(f"{w} {n}" for w, n, _ in last),
+                        "decision": decision,
+                    }
+                )
+    return out[::-1]
+
+
+def cool_down_s(config: BalancerConfig, cycle: CycleConfig) -> float:
+    """How long (seconds) the balancer leaves a moved bundle alone: the longest of Fulcrum's
+    cool-down (FULCRUM_BUNDLE_COOL_DOWN_S), Pulsar's grace period and, under FulcrumShedder,
+    its own cool-down (fulcrumBundleCoolDownMinutes)."""
+    return max(
+        cycle.safety.bundle_cool_down_s,
+        cycle.pulsar.grace_period_s,
+        cycle.pulsar.fulcrum_cool_down_s if config.shedder == "FulcrumShedder" else 0.0,
+    )
+
+
 def balance_status(*, now: datetime | None = None) -> dict[str, Any]:
     """The dashboard's balance panel.
 
@@ -549,7 +604,8 @@ def balance_status(*, now: datetime | None = None) -> dict[str, Any]:
         ``coolDown``: {"seconds" (the longest of Fulcrum's cool-down, Pulsar's grace period and,
         under FulcrumShedder, its own), "bundles" (how many wait), "next": the five soonest
         eligible [{"bundle", "eligibleAt" (ISO, UTC), "inS"}]};
-        ``oscillations``: ``bounces`` of the last hour;
+        ``oscillations``: ``bounces`` of the last hour; ``flipFlops``: ``flip_flops`` of the
+        last hour;
         ``quiet``: when the latest shedding decision moved nothing, its strategy, reason and
         the brokers it left alone with why ([{"broker", "reason", "detail"}]), else None.
     """
@@ -563,11 +619,7 @@ def balance_status(*, now: datetime | None = None) -> dict[str, Any]:
     limits = [settings.FULCRUM_MAX_MOVES_PER_HOUR] if settings.FULCRUM_MAX_MOVES_PER_HOUR else []
     if fulcrum:
         limits.append(cycle.pulsar.fulcrum_max_moves_per_hour)
-    cool = max(
-        cycle.safety.bundle_cool_down_s,
-        cycle.pulsar.grace_period_s,
-        cycle.pulsar.fulcrum_cool_down_s if fulcrum else 0.0,
-    )
+    cool = cool_down_s(config, cycle)
     waiting: list[tuple[datetime, str, int, int]] = sorted(
         (at + timedelta(seconds=cool), name, lower, upper)
         for name, lower, upper, at in Bundle.objects.filter(
@@ -612,6 +664,7 @@ def balance_status(*, now: datetime | None = None) -> dict[str, Any]:
             ],
         },
         "oscillations": bounces(since=now - timedelta(hours=1), until=now),
+        "flipFlops": flip_flops(since=now - timedelta(hours=1), until=now),
         "quiet": quiet,
     }
 
@@ -656,14 +709,15 @@ def bundle_map(*, now: datetime | None = None) -> dict[str, Any]:
     "brokers": [{"name", "domain", "state"}] by name (a broker's colour is its position),
     "namespaces": [{"name", "antiAffinityGroup", "bundles": [[lower, upper, owner or None,
     throughput (bytes/s, short-term), msg rate (msg/s), topics, last move (ISO or None),
-    cooling, figures]]}]}``. ``cooling``: moved within the cool-down or the grace period, so the
-    balancer will not move it (an operator may, with an override). ``figures``: "reported" (its
+    eligible at, figures]]}]}``. ``eligible at`` (ISO, UTC): when a bundle moved within the
+    cool-down (``cool_down_s``) may move again; None when it may now. Until then the balancer
+    will not move it (an operator may, with an override). ``figures``: "reported" (its
     owner's last report), "estimated" (not reported since a split: its share of the hash range
     of the bundle it was cut from, as last reported) or "none"."""
     now = now or datetime.now(UTC)
     config = balancer_config_get()
     cycle = cycle_config_get(config)
-    quiet_s = max(cycle.safety.bundle_cool_down_s, cycle.pulsar.grace_period_s)
+    quiet_s = cool_down_s(config, cycle)
     brokers = list(Broker.objects.select_related("failure_domain").order_by("name"))
     # Every reported record: (namespace id, lower, upper) -> (reporter, throughput (bytes/s),
     # msg rate (msg/s), topics); by namespace too, where a split's children find their parent.
@@ -724,7 +778,9 @@ def bundle_map(*, now: datetime | None = None) -> dict[str, Any]:
                 msg_rate,
                 topics,
                 moved.astimezone(UTC).isoformat() if moved else None,
-                bool(moved and (now - moved).total_seconds() < quiet_s),
+                (moved + timedelta(seconds=quiet_s)).astimezone(UTC).isoformat()
+                if moved and (now - moved).total_seconds() < quiet_s
+                else None,
                 figures,
             ]
         )

@@ -185,6 +185,12 @@ def audit(request: HttpRequest) -> HttpResponse:
     bounced = (
         {b["id"] for b in selectors.bounces(since=min(times), until=max(times))} if times else set()
     )
+    # ... and the moves that completed a broker's flip-flop (gave, took, gave again).
+    flips: dict[int, list[str]] = {}
+    for f in selectors.flip_flops(since=min(times), until=max(times)) if times else ():
+        flips.setdefault(f["id"], []).append(f"{f['broker']}: {f['pattern']} within the hour")
+    for event in page:
+        event.flip_flops = flips.get(event.pk, [])
     query = request.GET.copy()
     query.pop("page", None)
     return render(

@@ -154,6 +154,13 @@ const Fulcrum = (() => {
       if (o.decision) li.appendChild(el("a", {href: `/decisions/${o.decision}/`}, "decision"));
       bounces.appendChild(li);
     });
+    document.getElementById("flip-flop-count").textContent = String(b.flipFlops.length);
+    b.flipFlops.slice(0, 5).forEach((f) => {
+      const li = el("li", {class: "alert"});
+      li.appendChild(el("span", {}, `${utc(f.at).slice(11, 19)} ${f.broker} flip-flops: ${f.pattern} since ${utc(f.firstAt).slice(11, 19)} `));
+      if (f.decision) li.appendChild(el("a", {href: `/decisions/${f.decision}/`}, "decision"));
+      bounces.appendChild(li);
+    });
     const quiet = document.getElementById("quiet");
     const held = b.quiet && b.quiet.skipped.length ? b.quiet.skipped : [];
     quiet.hidden = !held.length;
@@ -391,7 +398,7 @@ const Fulcrum = (() => {
       const list = [];
       data.namespaces.forEach((ns) => ns.bundles.forEach((b) => list.push({
         namespace: ns.name, lower: b[0], upper: b[1], owner: b[2], throughput: b[3], msgRate: b[4],
-        topics: b[5], moved: b[6], cooling: b[7], figures: b[8], name: `${ns.name}/${hex(b[0])}_${hex(b[1])}`})));
+        topics: b[5], moved: b[6], eligibleAt: b[7], figures: b[8], name: `${ns.name}/${hex(b[0])}_${hex(b[1])}`})));
       cache = {data, list, byName: new Map(list.map((b) => [b.name, b]))};
       return list;
     };
@@ -401,6 +408,14 @@ const Fulcrum = (() => {
     const figuresOf = (b) => b.figures === "reported" ? fmtBytes(b.throughput)
       : b.figures === "estimated" ? `${fmtBytes(b.throughput)} (estimated: its share of the bundle it was cut from)`
       : "not reported by its owner yet";
+    // The cool-down: a bundle moved recently may move again at eligibleAt (ISO, UTC; null: now).
+    const cooling = (eligibleAt) => Boolean(eligibleAt) && Date.parse(eligibleAt) > Date.now();
+    const coolDownOf = (b) => {
+      if (!cooling(b.eligibleAt)) return "no";
+      const s = Math.ceil((Date.parse(b.eligibleAt) - Date.now()) / 1000);
+      const left = s >= 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s} s`;
+      return `eligible in ${left} (at ${utc(b.eligibleAt).slice(11)})`;
+    };
 
     // The range view is one raster image under Plotly's axes: every bundle a rectangle drawn on
     // a canvas (owner's colour, alpha by load, hatched in cool-down), not an SVG element per
@@ -445,7 +460,7 @@ const Fulcrum = (() => {
         ctx.globalAlpha = LEVELS[level];
         ctx.fillStyle = b[2] === null ? "#c8ccd4" : brokers.get(b[2]) || "#888";
         ctx.fillRect(a, r * rowPx + pad, w, rowPx - 2 * pad);
-        if (b[7]) { ctx.globalAlpha = 1; ctx.fillStyle = hatch; ctx.fillRect(a, r * rowPx + pad, w, rowPx - 2 * pad); }
+        if (cooling(b[7])) { ctx.globalAlpha = 1; ctx.fillStyle = hatch; ctx.fillRect(a, r * rowPx + pad, w, rowPx - 2 * pad); }
         drawn += 1;
       }));
       // The raster and its geometry stay on the element, for tools and the browser tests.
@@ -489,7 +504,7 @@ const Fulcrum = (() => {
       tip.appendChild(el("b", {}, b.name));
       [["owner", b.owner || "unassigned"], ["throughput", figuresOf(b)],
        ["msg rate", b.figures === "none" ? "—" : `${Math.round(b.msgRate)} msg/s`], ["topics", b.topics],
-       ["last move", utc(b.moved)], ["in cool-down", b.cooling ? "yes" : "no"]]
+       ["last move", utc(b.moved)], ["cool-down", coolDownOf(b)]]
         .forEach(([k, v]) => tip.appendChild(el("div", {}, `${k} ${v}`)));
       const host = chart.getBoundingClientRect();
       tip.style.left = `${Math.min(event.clientX - host.left + 14, host.width - 260)}px`;
@@ -612,7 +627,7 @@ const Fulcrum = (() => {
       [["Owner", bundle.owner || "unassigned"], ["Hash range", `${hex(bundle.lower)} – ${hex(bundle.upper)}`],
        ["Throughput (short-term)", figuresOf(bundle)], ["Msg rate", bundle.figures === "none" ? "—" : `${Math.round(bundle.msgRate)} msg/s`],
        ["Topics", bundle.topics], ["Last move", utc(bundle.moved)],
-       ["Cool-down", bundle.cooling ? "yes: the balancer leaves it alone; an unload needs an override" : "no"]]
+       ["Cool-down", cooling(bundle.eligibleAt) ? `${coolDownOf(bundle)}: the balancer leaves it alone until then; an unload needs an override` : "no"]]
         .forEach(([k, v]) => { facts.appendChild(el("dt", {}, k)); facts.appendChild(el("dd", {}, v)); });
       const moved = panel.dataset.shownOwner !== (bundle.owner || "");
       panel.dataset.shownOwner = bundle.owner || "";

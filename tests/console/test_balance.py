@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from console.models import AuditEvent, Broker, Bundle, Decision
-from console.selectors import balance_status, bounces
+from console.selectors import balance_status, bounces, bundle_map, flip_flops
 from console.services.optimality import optimality_measure
 from tests.conftest import bundle_load, ingest, report
 
@@ -111,7 +111,7 @@ def test_the_dashboard_and_the_api_show_the_panel(
     fulcrum_cluster, operator_client, client, operator
 ):
     body = operator_client.get("/api/balance/").json()
-    assert set(body) == {"optimality", "budget", "coolDown", "oscillations", "quiet"}
+    assert set(body) == {"optimality", "budget", "coolDown", "oscillations", "flipFlops", "quiet"}
     client.force_login(operator)
     page = client.get("/").content.decode()
     assert 'id="optimality"' in page
@@ -134,3 +134,66 @@ def test_the_audit_marks_a_move_that_bounced_back(fulcrum_cluster, client, opera
     client.force_login(operator)
     page = client.get("/audit/").content.decode()
     assert page.count("bounced back</span>") == 1
+
+
+def move(bundle, source, destination, minutes):
+    return AuditEvent.objects.create(
+        at=NOW - timedelta(minutes=minutes),
+        action=AuditEvent.Action.UNLOAD,
+        target=bundle,
+        source=source,
+        destination=destination,
+        reason="x",
+    )
+
+
+def test_a_broker_that_gives_takes_and_gives_again_within_the_hour_flip_flops(fulcrum_cluster):
+    a, b, c = (f"acme/orders/0x{i:08x}_0x{i + 1:08x}" for i in range(3))
+    move(a, "broker-1", "broker-2", 50)  # broker-1 gives
+    move(b, "broker-1", "broker-3", 45)  # ... gives again
+    move(c, "broker-3", "broker-1", 30)  # ... takes
+    third = move(a, "broker-1", "broker-3", 10)  # ... and gives: a flip-flop
+    # broker-3 took, gave, took: a flip-flop too, completed by the same move.
+    flips = {f["broker"]: f for f in flip_flops(since=NOW - timedelta(hours=1), until=NOW)}
+    assert {b: (f["id"], f["pattern"]) for b, f in flips.items()} == {
+        "broker-1": (third.pk, "gave 2, took 1, gave 1"),
+        "broker-3": (third.pk, "took 1, gave 1, took 1"),
+    }
+    assert flips["broker-1"]["firstAt"] == (NOW - timedelta(minutes=50)).isoformat()
+    assert len(flip_flops(since=NOW - timedelta(minutes=11), until=NOW)) == 2
+    # A window that ends before the third run sees none; nor does one where the first move is
+    # more than an hour before the last.
+    assert flip_flops(since=NOW - timedelta(hours=1), until=NOW - timedelta(minutes=20)) == []
+    assert len(balance_status(now=NOW)["flipFlops"]) == 2
+    AuditEvent.objects.filter(pk=third.pk).update(at=NOW + timedelta(minutes=20))
+    assert flip_flops(since=NOW - timedelta(hours=1), until=NOW + timedelta(hours=1)) == []
+
+
+def test_the_audit_marks_the_move_completing_a_flip_flop(fulcrum_cluster, client, operator):
+    move("acme/orders/0x00000000_0x40000000", "broker-1", "broker-2", 30)
+    move("acme/orders/0x40000000_0x80000000", "broker-2", "broker-3", 20)
+    move("acme/orders/0x80000000_0xc0000000", "broker-1", "broker-2", 10)
+    client.force_login(operator)
+    page = client.get("/audit/").content.decode()
+    assert page.count(">flip-flop</span>") == 1
+    assert 'title="broker-2: took 1, gave 1, took 1 within the hour"' in page
+
+
+def test_the_bundle_map_says_when_a_bundle_in_cool_down_may_move_again(fulcrum_cluster, settings):
+    from console.models import BalancerConfig
+
+    settings.FULCRUM_BUNDLE_COOL_DOWN_S = 60
+    config = BalancerConfig.objects.get()
+    config.parameters = config.parameters | {"fulcrumBundleCoolDownMinutes": 10}
+    config.save()
+    first, second = Bundle.objects.select_related("namespace").order_by("lower")[:2]
+    Bundle.objects.filter(pk=first.pk).update(last_unloaded_at=NOW - timedelta(seconds=100))
+    Bundle.objects.filter(pk=second.pk).update(last_unloaded_at=NOW - timedelta(hours=1))
+    rows = {
+        (ns["name"], b[0]): b for ns in bundle_map(now=NOW)["namespaces"] for b in ns["bundles"]
+    }
+    # FulcrumShedder's own cool-down (10 minutes) is the longest: eligible 500 s from now.
+    assert (
+        rows[(first.namespace.name, first.lower)][7] == (NOW + timedelta(seconds=500)).isoformat()
+    )
+    assert rows[(second.namespace.name, second.lower)][7] is None

@@ -145,6 +145,9 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             where = watcher.evaluate(WHERE, name)
             watcher.mouse.move(where["x"], where["y"])
             expect(watcher.locator("#map-tip")).to_contain_text(f"owner {destination}")
+            # Just moved: the tooltip and the panel count down to when it may move again.
+            expect(watcher.locator("#map-tip")).to_contain_text("cool-down eligible in")
+            expect(page.locator("#panel-facts")).to_contain_text("eligible in")
             event = AuditEvent.objects.filter(target=name, action="unload").get()
             assert event.actor.username == "alice"
             assert event.reason.startswith("Operator's reason: make room on broker-1.")
@@ -318,6 +321,7 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator("#balance")).to_contain_text("moves this hour")
             expect(page.locator("#budget")).to_contain_text("0")
             expect(page.locator("#oscillation-count")).to_have_text("0")
+            expect(page.locator("#flip-flop-count")).to_have_text("0")
             expect(page.locator("#last-tick")).not_to_have_text("never")
             # Pause, confirmed; the state shows at once and the audit has it.
             page.once("dialog", lambda dialog: dialog.accept())
