@@ -55,7 +55,7 @@ CANDIDATES: Final = 64
 HOUR: Final = 3600.0
 # The hottest broker sheds in steps smaller than the minimum gain while it is above the level
 # the cluster could reach plus this fraction of the minimum gain.
-SETTLED_FRACTION: Final = 0.5
+SETTLED_FRACTION: Final = 0.25
 # Bundles too big to move that a cycle asks to split, at most.
 MAX_SPLITS: Final = 1
 # The weight of this cycle's background in its exponential average over cycles.
@@ -213,6 +213,10 @@ class _Search:
         topics = np.asarray([snapshot.brokers[n].topics for n in model.names], dtype=np.int64)
         self.topics = topics
         self.bundle_topics = snapshot.table.counts[model.rows, 0]
+        # The biggest movable rows of each broker the search looked at, forgotten by ``apply``
+        # for its two brokers; whether a row is out of its cool-down and off the blacklist.
+        self.biggest: dict[int, list[int]] = {}
+        self.free: dict[int, bool] = {}
 
     def name(self, row: int) -> str:
         if row not in self.names:
@@ -223,24 +227,31 @@ class _Search:
         """Not moved this cycle, out of its cool-down, not blacklisted."""
         if row in self.moved:
             return False
-        name = self.name(row)
-        unloaded = self.snapshot.recently_unloaded.get(name)
-        if unloaded is not None and self.snapshot.now - unloaded < self.cool_down_s:
-            return False
-        return matching_pattern(name, self.blacklist) is None
+        free = self.free.get(row)
+        if free is None:
+            name = self.name(row)
+            unloaded = self.snapshot.recently_unloaded.get(name)
+            free = self.free[row] = (
+                unloaded is None or self.snapshot.now - unloaded >= self.cool_down_s
+            ) and matching_pattern(name, self.blacklist) is None
+        return free
 
     def rows_of(self, broker: int, count: int) -> list[int]:
         """The ``count`` biggest movable bundles of ``broker``."""
+        known = self.biggest.get(broker)
+        if known is not None and (len(known) >= count or known[-1] == -1):
+            return [row for row in known[:count] if row >= 0]
         mine = np.flatnonzero(self.owner == broker)
         # The weight of each bundle on the broker: how much of its usage it is.
         size = self.model.usage_of(self.model.bundle_load[mine], self.model.limits[broker])
-        order = mine[np.argsort(-size, kind="stable")]
         out = []
-        for row in order.tolist():
+        for row in mine[np.argsort(-size, kind="stable")].tolist():
             if self.movable(row):
                 out.append(row)
                 if len(out) == count:
                     break
+        # -1 ends a list that holds every movable row of the broker.
+        self.biggest[broker] = out if len(out) == count else [*out, -1]
         return out
 
     def allowed(self, row: int, destination: int) -> bool:
@@ -345,6 +356,8 @@ class _Search:
         load[move.source] -= delta
         load[move.destination] += delta
         self.owner[move.row] = move.destination
+        self.biggest.pop(move.source, None)
+        self.biggest.pop(move.destination, None)
         self.topics[move.source] -= self.bundle_topics[move.row]
         self.topics[move.destination] += self.bundle_topics[move.row]
         self.moved.add(move.row)

@@ -26,6 +26,7 @@ optimum's, the median CV, moves per hour, the cycles until max/mean is within 5 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import time
@@ -52,6 +53,8 @@ from balancer.snapshot import ClusterSnapshot
 from tests.benchmarks import optimum
 
 MIB = 1024 * 1024
+# The reference row: the optimum re-solved at every tick.
+RESOLVED = "(optimum re-solved every tick)"
 MINUTE = 60.0
 CYCLE_MINUTES = 5
 HOUR = 3600.0
@@ -211,11 +214,13 @@ def snapshot_of(
     )
 
 
-def run(world: World, strategy: str) -> Result:
+def run(world: World, strategy: str, parameters: dict[str, Any] | None = None) -> Result:
+    """``strategy`` (a key of STRATEGIES) on ``world``, every 5 minutes; ``parameters``: Pulsar
+    and Fulcrum keys (``{"fulcrumMinGainPercentage": 2}``) over the defaults."""
     shedder, placement = STRATEGIES[strategy]
     config = CycleConfig(
         strategies=Strategies(shedder=shedder, placement=placement),
-        pulsar=PulsarConfig(),
+        pulsar=PulsarConfig.from_keys(parameters or {}),
         safety=SafetyConfig(bundle_cool_down_s=60.0, broker_timeout_s=120.0),
     )
     n = len(world.bundles)
@@ -393,17 +398,21 @@ def scenarios() -> list[World]:
     sizes = np.concatenate([[60.0], rng.uniform(2, 5, 30)])
     owners = np.concatenate([[0], np.arange(30) % 4])
     out.append(_static("hot bundle > fair share", 4, sizes, owners, np.full(4, 5.0)))
-    # Diurnal drift with ±10 % noise: every bundle follows a day curve of its own phase.
+    # Diurnal drift with ±10 % noise: every bundle follows a day curve (±60 %) of its own phase.
     base = rng.uniform(1, 4, 48)
     phase = rng.uniform(0, 2 * math.pi, 48)
     noise = rng.uniform(0.9, 1.1, (24 * 60, 48))
 
-    def drift(m: int) -> np.ndarray:
-        sizes = base * (1 + 0.6 * np.sin(2 * math.pi * m / 1440 * 12 + phase)) * noise[m]
-        msgs = sizes * 300.0
-        throughput = sizes * 312_500.0
-        return np.column_stack([msgs, msgs, throughput, throughput])
+    def drift(days: int) -> Callable[[int], np.ndarray]:
+        def loads(m: int) -> np.ndarray:
+            sizes = base * (1 + 0.6 * np.sin(2 * math.pi * m / 1440 * days + phase)) * noise[m]
+            msgs = sizes * 300.0
+            throughput = sizes * 312_500.0
+            return np.column_stack([msgs, msgs, throughput, throughput])
 
+        return loads
+
+    # ... over a day, and twelve times as fast (a day every two hours).
     out.append(
         _static(
             "diurnal drift ±10 %",
@@ -411,7 +420,18 @@ def scenarios() -> list[World]:
             base,
             np.arange(48) % 6,
             np.full(6, 5.0),
-            loads=drift,
+            minutes=1440,
+            loads=drift(1),
+        )
+    )
+    out.append(
+        _static(
+            "fast drift ±10 % (a day every 2 hours)",
+            6,
+            base,
+            np.arange(48) % 6,
+            np.full(6, 5.0),
+            loads=drift(12),
         )
     )
     # Broker loss: b03 stops reporting at minute 10.
@@ -438,6 +458,28 @@ def scenarios() -> list[World]:
     return out
 
 
+def resolved_every_tick(world: World, optima: list[optimum.Assignment]) -> Result:
+    """What a 5-minute cycle could reach at best: at each tick, the optimum of that minute
+    (perfect information, unlimited moves), held until the next tick."""
+    result = Result(RESOLVED, minutes=world.minutes)
+    n = len(world.bundles)
+    owner = (world.owners if world.owners is not None else np.full(n, -1)).copy()
+    for minute in range(world.minutes):
+        if minute == 0 or minute % CYCLE_MINUTES == CYCLE_MINUTES - 1:
+            _, counting = world.usage(owner, minute)
+            best = np.flatnonzero(counting)[optima[minute].owner]
+            # A move: an owned bundle given another broker (placing an unowned one is not).
+            result.moves += int(np.count_nonzero((owner >= 0) & (best != owner)))
+            owner = best
+        usage, counting = world.usage(owner, minute)
+        used = usage[counting]
+        mean = float(used.mean()) if len(used) else 0.0
+        result.peaks.append(float(used.max()) if len(used) else 0.0)
+        result.spreads.append(float(used.max()) / mean if mean > 0 else 0.0)
+        result.cvs.append(float(used.std()) / mean if mean > 0 else 0.0)
+    return result
+
+
 def reference(optima: list[optimum.Assignment], results: list[Result]) -> list[float]:
     """Per minute, the max/mean of the best known assignment: the optimum's, or a strategy's
     whose highest usage is lower still (the heuristic is not always optimal), so that the
@@ -458,13 +500,19 @@ def reference(optima: list[optimum.Assignment], results: list[Result]) -> list[f
     return out
 
 
-def table(world: World, strategies: list[str], exact_every: int) -> list[Result]:
+def table(
+    world: World,
+    strategies: list[str],
+    exact_every: int,
+    parameters: dict[str, Any] | None = None,
+) -> list[Result]:
     started = time.perf_counter()
     optima = [
         optimum_of(world, m, exact_every > 0 and m % exact_every == 0) for m in range(world.minutes)
     ]
     solved = time.perf_counter() - started
-    results = [run(world, s) for s in strategies]
+    results = [run(world, s, parameters) for s in strategies]
+    results.append(resolved_every_tick(world, optima))
     absolute = statistics.median(reference(optima, results))
     print(
         f"\n### {world.name} ({len(world.brokers)} brokers, {len(world.bundles)} bundles, "
@@ -494,12 +542,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", nargs="*", default=None, help="world names to run")
     parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES))
     parser.add_argument("--exact-every", type=int, default=60)
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Pulsar or Fulcrum parameters over the defaults, e.g. fulcrumMinGainPercentage=2",
+    )
     args = parser.parse_args(argv)
+    parameters = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     worlds = [trace_day(args.minutes), *scenarios()]
     for world in worlds:
         if args.only and not any(o.lower() in world.name.lower() for o in args.only):
             continue
-        table(world, args.strategies, args.exact_every)
+        table(world, args.strategies, args.exact_every, parameters)
 
 
 if __name__ == "__main__":

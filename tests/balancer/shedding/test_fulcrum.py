@@ -379,3 +379,15 @@ def test_a_bundle_without_a_group_moves_freely_in_a_cluster_with_groups():
     snap = _cluster(spec, namespaces={**groups, "t/ns": NamespacePolicy("t/ns")})
     first = shed(snap, PULSAR, {}).unloads[0]
     assert (first.bundle, first.destination) == ("t/ns/0x00000000_0x00000001", "b3")
+
+
+def test_a_broker_with_more_bundles_than_it_weighs_sheds_its_biggest_first():
+    # b1: 100 bundles of 1 MiB/s and one of 30 MiB/s, with 130 MiB/s of CPU to match; b2 idle.
+    small = [(f"t/ns/0x{i:08x}_0x{i + 1:08x}", 1.0) for i in range(100)]
+    snap = _cluster({"b1": (90, [*small, ("t/ns/0x10000000_0x20000000", 30.0)]), "b2": (10, [])})
+    decision = shed(snap, PULSAR, {})
+    first = decision.unloads[0]
+    assert (first.bundle, first.destination) == ("t/ns/0x10000000_0x20000000", "b2")
+    # Then small ones, one gain at a time, from the 64 biggest movable it looked at.
+    assert len(decision.unloads) > 1
+    assert all(u.source == "b1" and u.destination == "b2" for u in decision.unloads)
