@@ -189,8 +189,7 @@ def audit(request: HttpRequest) -> HttpResponse:
     flips: dict[int, list[str]] = {}
     for f in selectors.flip_flops(since=min(times), until=max(times)) if times else ():
         flips.setdefault(f["id"], []).append(f"{f['broker']}: {f['pattern']} within the hour")
-    for event in page:
-        event.flip_flops = flips.get(event.pk, [])
+    rows_shown = [(event, flips.get(event.pk, [])) for event in page]
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -207,6 +206,7 @@ def audit(request: HttpRequest) -> HttpResponse:
             ],
             "query": query.urlencode(),
             "bounced": bounced,
+            "rows": rows_shown,
         },
     )
 
