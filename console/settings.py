@@ -199,7 +199,10 @@ FULCRUM_MAX_REPORT_BYTES = int(os.environ.get("FULCRUM_MAX_REPORT_BYTES", str(4 
 DATA_UPLOAD_MAX_MEMORY_SIZE = FULCRUM_MAX_REPORT_BYTES + 1024
 # Every operator action is refused with 403 when set (a look-only console).
 FULCRUM_READ_ONLY = _env_bool("FULCRUM_READ_ONLY", False)
-# Parquet history of load reports, partitioned by date.
+# The Parquet history (console.services.history): tables partitioned by date, compacted into
+# files of >= 50,000 rows, partitions older than the retention dropped (0: kept forever).
+FULCRUM_HISTORY_RETENTION_DAYS = float(os.environ.get("FULCRUM_HISTORY_RETENTION_DAYS", "30"))
+FULCRUM_HISTORY_COMPACT_S = float(os.environ.get("FULCRUM_HISTORY_COMPACT_S", "3600"))
 FULCRUM_HISTORY_DIR = Path(os.environ.get("FULCRUM_HISTORY_DIR", VAR_DIR / "history"))
 FULCRUM_REPORTS_DIR = Path(os.environ.get("FULCRUM_REPORTS_DIR", VAR_DIR / "reports"))
 # Exported load reports are kept this long in the database (the Parquet history keeps them all).
@@ -242,7 +245,12 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_ALWAYS_EAGER = _env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Spark and other long work run on their own queue and worker process, never in the shedding
 # worker (which consumes only the default "celery" queue).
-CELERY_TASK_ROUTES = {"console.tasks.report_run": {"queue": "reports"}}
+CELERY_TASK_ROUTES = {
+    "console.tasks.report_run": {"queue": "reports"},
+    # Compaction shares the reports worker (one task at a time): no Spark job reads a
+    # partition while it is rewritten.
+    "console.tasks.history_compact": {"queue": "reports"},
+}
 # Beat wakes the shedding tick this often; the tick itself runs every BalancerConfig.loop_interval_s
 # (default 10 s: the demo's trace plays 30x faster than real time, so about five simulated
 # minutes, where Pulsar sheds every minute). Changing the interval in the admin needs no restart.
@@ -253,6 +261,10 @@ CELERY_BEAT_SCHEDULE = {
     "shedding-tick": {"task": "console.tasks.shedding_tick", "schedule": FULCRUM_TICK_INTERVAL_S},
     "history-flush": {"task": "console.tasks.history_flush", "schedule": FULCRUM_HISTORY_FLUSH_S},
     "report-runs-reap": {"task": "console.tasks.report_runs_reap", "schedule": 60.0},
+    "history-compact": {
+        "task": "console.tasks.history_compact",
+        "schedule": FULCRUM_HISTORY_COMPACT_S,
+    },
     "load-reports-fold": {"task": "console.tasks.load_reports_fold", "schedule": 5.0},
     "optimality-measure": {
         "task": "console.tasks.optimality_measure",

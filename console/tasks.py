@@ -6,6 +6,7 @@ from celery import shared_task
 
 from console.reports.submit import report_run_execute
 from console.services import shedding_tick_run
+from console.services.history import history_compact as history_compact_service
 from console.services.history import history_flush as history_flush_service
 from console.services.history import load_reports_prune
 from console.services.ingest import load_reports_fold as load_reports_fold_service
@@ -28,16 +29,25 @@ def load_reports_fold() -> int:
 
 @shared_task(ignore_result=True)
 def history_flush() -> int:
-    """Copy new load reports to the Parquet history, then prune old exported rows."""
+    """Copy new load reports, snapshots and actions to the Parquet history, then prune old
+    exported load reports from the database."""
     written = history_flush_service()
     load_reports_prune()
     return written
 
 
 @shared_task(ignore_result=True)
+def history_compact() -> dict[str, int]:
+    """Merge the history's small Parquet files, drop partitions past the retention (on the
+    reports queue, between Spark runs)."""
+    return history_compact_service()
+
+
+@shared_task(ignore_result=True)
 def report_run(run_id: int) -> str:
-    """Run one Spark report job."""
-    history_flush_service()
+    """Run one Spark job (a report or the strategy advisor) over the history as flushed (at
+    most a flush interval old: the shedding worker alone flushes, so rows are never written
+    twice)."""
     return report_run_execute(run_id).status
 
 

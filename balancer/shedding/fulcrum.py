@@ -54,8 +54,10 @@ DESTINATIONS: Final = 4
 CANDIDATES: Final = 64
 HOUR: Final = 3600.0
 # The hottest broker sheds in steps smaller than the minimum gain while it is above the level
-# the cluster could reach plus this fraction of the minimum gain.
+# the cluster could reach plus this fraction of the minimum gain, onto a broker that stays
+# within REACH_FRACTION of the minimum gain above that level.
 SETTLED_FRACTION: Final = 0.25
+REACH_FRACTION: Final = 0.5
 # Bundles too big to move that a cycle asks to split, at most.
 MAX_SPLITS: Final = 1
 # The weight of this cycle's background in its exponential average over cycles.
@@ -140,6 +142,7 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
     level = model.level()
     stats["level"] = level
     settled = level + pulsar.fulcrum_min_gain_fraction * SETTLED_FRACTION
+    reach = level + pulsar.fulcrum_min_gain_fraction * REACH_FRACTION
 
     while len(unloads) < budget:
         usage = model.usage(load)
@@ -150,7 +153,7 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
             move is not None
             and move.source == int(np.argmax(usage))
             and move.before[0] > settled
-            and move.after[1] <= settled
+            and move.after[1] <= reach
         )
         if move is None or (move.gain < pulsar.fulcrum_min_gain_fraction and not toward):
             swap = None

@@ -8,7 +8,7 @@ from django.test import override_settings
 
 from console.models import LoadReport, ReportRun
 from console.reports.submit import report_run_execute, spark_submit_command
-from console.services.history import history_flush
+from console.services.history import history_compact, history_flush
 from console.services.ingest import load_reports_fold
 from tests.conftest import ingest, report
 
@@ -37,7 +37,7 @@ def test_history_flush_writes_parquet_partitioned_by_date_once(cluster, tmp_path
     seed_history()
     assert history_flush(directory=tmp_path) == 8
     assert history_flush(directory=tmp_path) == 0
-    files = list(tmp_path.glob("date=2026-11-20/*.parquet"))
+    files = list(tmp_path.glob("brokers/date=2026-11-20/*.parquet"))
     assert len(files) == 1
     table = pq.read_table(files[0])
     assert table.num_rows == 8
@@ -91,3 +91,72 @@ def test_prune_keeps_unexported_and_latest_reports(cluster, tmp_path):
     kept = LoadReport.objects.values_list("broker__name", "reported_at")
     newest = T0 + timedelta(hours=1)
     assert sorted(kept) == [("broker-1", newest), ("broker-2", newest)]
+
+
+def test_snapshots_their_bundles_and_actions_are_flushed_once(cluster, tmp_path, settings):
+    from console import selectors
+    from console.models import AuditEvent
+    from console.services.shedding import replay_record
+
+    settings.FULCRUM_REPLAY_WINDOW_S = 10 * 365 * 86400  # NOW-relative samples stay
+    first = selectors.cluster_snapshot_get(now=T0)
+    assert replay_record(first, T0)
+    AuditEvent.objects.create(
+        at=T0, action="unload", target="acme/orders/0x00000000_0x40000000", reason="x"
+    )
+    bundles = len(first.bundles)
+    # One snapshot, its bundles, one action.
+    assert history_flush(directory=tmp_path) == 1 + bundles + 1
+    assert history_flush(directory=tmp_path) == 0
+    later = T0 + timedelta(minutes=1)
+    assert replay_record(selectors.cluster_snapshot_get(now=later), later)
+    assert history_flush(directory=tmp_path) == 1 + bundles
+    rows = pq.read_table(tmp_path / "bundles").to_pylist()
+    assert len(rows) == 2 * bundles
+    assert {r["namespace"] for r in rows} == {"acme/orders", "acme/payments"}
+    assert {r["date"] for r in rows} == {"2026-11-20"}
+    snapshots = pq.read_table(tmp_path / "snapshots")
+    assert snapshots.column("bundles").to_pylist() == [bundles, bundles]
+    import json
+    import zlib
+
+    document = json.loads(zlib.decompress(snapshots.column("document")[0].as_py()))
+    assert document["now"] in (T0.timestamp(), later.timestamp())
+    (action,) = pq.read_table(tmp_path / "actions").to_pylist()
+    assert (action["action"], action["actor"]) == ("unload", "balancer")
+
+
+def test_compaction_merges_small_files_and_retention_drops_old_days(cluster, tmp_path):
+    seed_history()
+    for _ in range(3):  # three small files of the 20th
+        LoadReport.objects.update(exported=False)
+        history_flush(directory=tmp_path, batch=3)
+    day = tmp_path / "brokers" / "date=2026-11-20"
+    before = len(list(day.glob("*.parquet")))
+    assert before >= 3
+    rows = pq.read_table(tmp_path / "brokers").num_rows
+    # Today: too few rows to merge; the day is over: merged into one file, no row lost.
+    today = T0.date()
+    assert history_compact(directory=tmp_path, today=today, retention_days=0)["written"] == 0
+    counts = history_compact(directory=tmp_path, today=today + timedelta(days=1), retention_days=0)
+    assert counts == {"merged": before, "written": 1, "dropped": 0}
+    assert len(list(day.glob("*.parquet"))) == 1
+    assert pq.read_table(tmp_path / "brokers").num_rows == rows
+    # 31 days later a 30-day retention drops the partition.
+    counts = history_compact(
+        directory=tmp_path, today=today + timedelta(days=31), retention_days=30
+    )
+    assert counts["dropped"] == 1
+    assert not day.exists()
+
+
+def test_the_history_of_before_tables_moves_under_brokers(cluster, tmp_path):
+    old = tmp_path / "date=2026-11-19"
+    old.mkdir()
+    seed_history()
+    history_flush(directory=tmp_path / "scratch")
+    (part,) = (tmp_path / "scratch" / "brokers" / "date=2026-11-20").glob("*.parquet")
+    part.rename(old / "part-0.parquet")
+    history_flush(directory=tmp_path)
+    assert (tmp_path / "brokers" / "date=2026-11-19" / "part-0.parquet").exists()
+    assert not old.exists()
