@@ -334,13 +334,20 @@ class AuditEvent(models.Model):
 
 
 class ReportRun(models.Model):
-    """One Spark job run building historical load reports."""
+    """One Spark job over the Parquet history: the load report or the strategy advisor. Its
+    results are files under ``FULCRUM_REPORTS_DIR/run-<id>/`` (``console.reports``), read by
+    ``selectors.report_results``; the row keeps its progress and outcome."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class Kind(models.TextChoices):
+        REPORT = "report"
+        ADVISOR = "advisor"
 
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -348,10 +355,16 @@ class ReportRun(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.REPORT)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     master = models.CharField(max_length=200)
-    broker_hours = models.JSONField(default=list)  # rows: broker, hour, cpu p50/p95/max, ...
-    cluster_hours = models.JSONField(default=list)  # rows: hour, cv
+    # Progress: stages (or replay tasks) done of the total, and what runs now.
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    stage = models.CharField(max_length=200, blank=True, default="")
+    cancel_requested = models.BooleanField(default=False)
+    reason = models.TextField(blank=True, default="")  # why it failed, in a sentence
+    summary = models.JSONField(default=dict)  # the job's summary.json: what it wrote
     log_tail = models.TextField(blank=True, default="")
 
     class Meta:

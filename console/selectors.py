@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import gc
 import itertools
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import psycopg
@@ -46,6 +48,7 @@ from console.models import (
     Decision,
     LoadReport,
     Namespace,
+    ReportRun,
     is_quiet,
 )
 from console.services.errors import ConsoleError
@@ -667,6 +670,47 @@ def balance_status(*, now: datetime | None = None) -> dict[str, Any]:
         "flipFlops": flip_flops(since=now - timedelta(hours=1), until=now),
         "quiet": quiet,
     }
+
+
+REPORT_RESULTS: Final = (
+    "broker_hours",
+    "cluster_minutes",
+    "hot_bundles",
+    "move_effects",
+    "namespace_hours",
+    "ranking",
+)
+
+
+def report_results(run: ReportRun, name: str, *, limit: int = 1000) -> dict[str, Any]:
+    """The rows of one result a run wrote (JSON lines under ``FULCRUM_REPORTS_DIR/run-<id>/
+    <name>/``), in the job's order: ``{"rows", "truncated" (more than ``limit``)}``; none when
+    the run wrote none.
+
+    Raises:
+        ConsoleError: 404 for a name that is not a result (``REPORT_RESULTS``); 400 for a limit
+            outside 1–5,000.
+    """
+    if name not in REPORT_RESULTS:
+        raise ConsoleError(
+            f"no result {name!r}; results: {', '.join(REPORT_RESULTS)}", status=404, field="name"
+        )
+    if not 1 <= limit <= 5000:
+        raise ConsoleError("the limit is 1 to 5,000 rows", field="limit")
+    rows: list[dict[str, Any]] = []
+    directory = Path(settings.FULCRUM_REPORTS_DIR) / f"run-{run.pk}" / name
+    for part in sorted(directory.glob("part-*.json")):
+        with part.open() as lines:
+            for line in lines:
+                if not line.strip():
+                    continue
+                if len(rows) == limit:
+                    return {"rows": rows, "truncated": True}
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    continue  # a torn line: left out
+    return {"rows": rows, "truncated": False}
 
 
 def cv_series(*, limit: int = 360) -> dict[str, list[Any]]:

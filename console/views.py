@@ -6,6 +6,7 @@ import csv
 import json
 from collections.abc import Iterator
 from datetime import UTC
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -86,6 +87,7 @@ def config(request: HttpRequest) -> HttpResponse:
             "state": {
                 "values": config_values(selectors.balancer_config_get()),
                 "versions": selectors.config_versions(),
+                "draft": _advisor_draft(request),
             },
             "entries": [e.as_dict() for e in ENTRIES],
             "kinds": [
@@ -96,6 +98,31 @@ def config(request: HttpRequest) -> HttpResponse:
             "is_operator": may_act(request.user)[0],
         },
     )
+
+
+def _advisor_draft(request: HttpRequest) -> dict[str, Any] | None:
+    """``?advisor=<run>&candidate=<id>``: that candidate of an advisor run as the editor's draft
+    (``{"run", "rank", "label", "changes"}``); None without it or when the run has no such
+    candidate."""
+    try:
+        run_id, candidate = int(request.GET["advisor"]), int(request.GET["candidate"])
+    except (KeyError, ValueError):
+        return None
+    run = ReportRun.objects.filter(
+        pk=run_id, kind=ReportRun.Kind.ADVISOR, status=ReportRun.Status.SUCCEEDED
+    ).first()
+    if run is None:
+        return None
+    rows = selectors.report_results(run, "ranking", limit=5000)["rows"]
+    row = next((r for r in rows if r.get("id") == candidate), None)
+    if row is None or not isinstance(row.get("changes"), dict):
+        return None
+    return {
+        "run": run.pk,
+        "rank": row.get("rank"),
+        "label": row.get("label"),
+        "changes": row["changes"],
+    }
 
 
 @login_required
@@ -254,9 +281,16 @@ def audit_csv(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
 
 @login_required
 def reports(request: HttpRequest) -> HttpResponse:
-    """Spark report runs and the charts of the newest successful one."""
+    """Spark runs over the history — the load report and the strategy advisor — with their
+    progress, and the charts of the newest successful run of each kind (read by the page from
+    ``/api/reports/<id>/results/<name>/``)."""
     runs = list(ReportRun.objects.all()[:20])
-    latest = next((r for r in runs if r.status == ReportRun.Status.SUCCEEDED), None)
+    latest = {
+        kind: next(
+            (r.pk for r in runs if r.status == ReportRun.Status.SUCCEEDED and r.kind == kind), None
+        )
+        for kind in ReportRun.Kind.values
+    }
     return render(
         request,
         "console/reports.html",

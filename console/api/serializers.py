@@ -97,12 +97,21 @@ class ReportRunOutput(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
+            "kind",
             "status",
             "master",
-            "broker_hours",
-            "cluster_hours",
+            "done",
+            "total",
+            "stage",
+            "cancel_requested",
+            "reason",
+            "summary",
             "log_tail",
         ]
+
+
+class ReportRunInput(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=ReportRun.Kind.values, default=ReportRun.Kind.REPORT)
 
 
 class LoadReportOutput(serializers.Serializer):

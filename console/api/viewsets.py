@@ -26,6 +26,7 @@ from console.api.serializers import (
     LoadReportOutput,
     LookupInput,
     LookupOutput,
+    ReportRunInput,
     ReportRunOutput,
     UnloadOutput,
     load_report_accepted,
@@ -50,7 +51,7 @@ from console.services.config import (
 )
 from console.services.errors import ConsoleError
 from console.services.ingest import LoadReportInput, report_size_check
-from console.services.reports import report_run_request
+from console.services.reports import report_run_cancel, report_run_request
 
 
 def acting_user(request: Request) -> User:
@@ -453,17 +454,40 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class ReportRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
-    """Spark report runs; creating one (operators) queues the job."""
+    """Spark runs over the history: the load report and the strategy advisor. Creating one
+    (operators) queues the job; cancel stops it; ``results/<name>`` reads what it wrote."""
 
     serializer_class = ReportRunOutput
     queryset = ReportRun.objects.all()
 
     def get_permissions(self) -> Sequence[Any]:
-        if self.action == "create":
+        if self.action in ("create", "cancel"):
             return [IsOperator()]
         return super().get_permissions()
 
-    @extend_schema(request=None, responses={201: ReportRunOutput})
+    @extend_schema(request=ReportRunInput, responses={201: ReportRunOutput})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        run = report_run_request(actor=acting_user(request))
+        body = ReportRunInput(data=request.data if isinstance(request.data, dict) else {})
+        body.is_valid(raise_exception=True)
+        run = report_run_request(actor=acting_user(request), kind=body.validated_data["kind"])
         return Response(ReportRunOutput(run).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=ReportRunOutput)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: Any = None) -> Response:
+        """Cancel a queued or running run (409 once it ended)."""
+        run = report_run_cancel(self.get_object().pk, actor=acting_user(request))
+        return Response(ReportRunOutput(run).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("limit", int, description="rows, at most 5,000")],
+        responses=dict,
+    )
+    @action(detail=True, methods=["get"], url_path=r"results/(?P<name>[a-z_]+)")
+    def results(self, request: Request, pk: Any = None, name: str = "") -> Response:
+        """``{"rows": [...], "truncated"}``: the rows of one result of the run, in its order."""
+        try:
+            limit = int(request.query_params.get("limit", "1000"))
+        except ValueError:
+            raise serializers.ValidationError({"limit": ["a whole number"]}) from None
+        return Response(selectors.report_results(self.get_object(), name, limit=limit))

@@ -1,12 +1,22 @@
-"""Build the spark-submit command, run it, record the run and ingest its results."""
+"""Run a ReportRun's Spark job with spark-submit: its progress read live from the job's output,
+cancel on the operator's word, the reason of a failure, the results left as files of the run."""
 
 from __future__ import annotations
 
 import json
 import os
+import queue
+import re
+import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
+import zipfile
+from collections import deque
 from pathlib import Path
+from typing import Any, Final
 
 import pyspark
 from django.conf import settings
@@ -15,11 +25,41 @@ from django.utils import timezone
 from console import realtime
 from console.models import ReportRun
 
-JOB = Path(__file__).with_name("jobs.py")
+JOBS: Final = {
+    ReportRun.Kind.REPORT: Path(__file__).with_name("jobs.py"),
+    ReportRun.Kind.ADVISOR: Path(__file__).with_name("advisor.py"),
+}
+# spark-submit may run this long (s) before it is stopped and the run failed.
+TIMEOUT_S: Final = 1800.0
+PROGRESS: Final = re.compile(r"^FULCRUM-PROGRESS (\d+)/(\d+) (.*)$")
+# The lines that say why a job failed, last one wins: ours ("Error: ..."), a Python or a JVM
+# exception ("...Error: ...", "org.apache.spark.SparkException: ...").
+FAILURE: Final = re.compile(
+    r"^Error: (?P<plain>.*)$|(?P<exception>\b[A-Za-z_][\w.]*(?:Error|Exception): .*)$"
+)
 
 
-def spark_submit_command(run: ReportRun, history_dir: Path, output_dir: Path) -> list[str]:
-    """The spark-submit arguments for one run (master from settings, 2-core friendly)."""
+def run_dir(run: ReportRun) -> Path:
+    """Where a run's results are written: ``FULCRUM_REPORTS_DIR/run-<id>``."""
+    return Path(settings.FULCRUM_REPORTS_DIR) / f"run-{run.pk}"
+
+
+def _balancer_zip(directory: Path) -> Path:
+    """The balancer package zipped for the executors (``--py-files``): a cluster's workers
+    replay the cycle without Fulcrum installed."""
+    root = Path(__file__).resolve().parents[2]
+    target = directory / "balancer.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted((root / "balancer").rglob("*.py")):
+            archive.write(path, path.relative_to(root))
+    return target
+
+
+def spark_submit_command(
+    run: ReportRun, history_dir: Path, output_dir: Path, arguments: list[str] | None = None
+) -> list[str]:
+    """The spark-submit arguments for one run: the configured master, 2-core friendly, the
+    balancer package for the executors, then the job's own arguments."""
     submit = settings.SPARK_SUBMIT
     if submit == "spark-submit":
         submit = str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
@@ -28,7 +68,7 @@ def spark_submit_command(run: ReportRun, history_dir: Path, output_dir: Path) ->
         "--master",
         run.master,
         "--name",
-        f"fulcrum-report-{run.pk}",
+        f"fulcrum-{run.kind}-{run.pk}",
         "--conf",
         "spark.ui.enabled=false",
         "--conf",
@@ -37,11 +77,16 @@ def spark_submit_command(run: ReportRun, history_dir: Path, output_dir: Path) ->
         "spark.driver.host=127.0.0.1",
         "--conf",
         "spark.driver.bindAddress=127.0.0.1",
-        str(JOB),
+        "--conf",
+        "spark.sql.execution.arrow.pyspark.enabled=true",
+        "--py-files",
+        str(output_dir / "balancer.zip"),
+        str(JOBS[ReportRun.Kind(run.kind)]),
         "--history",
         str(history_dir),
         "--output",
         str(output_dir),
+        *(arguments or []),
     ]
 
 
@@ -54,41 +99,159 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _read_json_lines(directory: Path) -> list[dict[str, object]]:
-    rows = []
-    for part in sorted(directory.glob("part-*.json")):
-        rows += [json.loads(line) for line in part.read_text().splitlines() if line.strip()]
-    return rows
+def failure_reason(lines: list[str], code: int | None) -> str:
+    """Why a job failed, in one line: its last error line, else its exit code."""
+    for line in reversed(lines):
+        found = FAILURE.search(line.strip())
+        if found:
+            return found["plain"] or found["exception"]
+    return f"spark-submit exited with code {code}"
+
+
+def _arguments(run: ReportRun, output_dir: Path) -> list[str]:
+    """The job's own arguments: the report's thresholds, the advisor's candidates file."""
+    if run.kind == ReportRun.Kind.ADVISOR:
+        from console.services.advisor import advisor_spec
+
+        path = output_dir / "candidates.json"
+        path.write_text(json.dumps(advisor_spec()))
+        return ["--candidates", str(path)]
+    from console.selectors import pulsar_config_get
+
+    pulsar = pulsar_config_get()
+    options = {
+        "maxMsgRate": pulsar.bundle_max_msg_rate,
+        "maxBandwidthBytes": pulsar.bundle_max_bandwidth_bytes_per_s,
+        "maxTopics": pulsar.bundle_max_topics,
+    }
+    return ["--options", json.dumps(options)]
+
+
+def _missing_history(run: ReportRun, history_dir: Path) -> str | None:
+    tables = ["snapshots"] if run.kind == ReportRun.Kind.ADVISOR else ["brokers", "bundles"]
+    if any(any((history_dir / t).glob("date=*/*.parquet")) for t in tables):
+        return None
+    if run.kind == ReportRun.Kind.ADVISOR:
+        return "no recorded snapshots in the history yet: nothing to replay"
+    return "no load history yet: nothing to report on"
 
 
 def report_run_execute(run_id: int) -> ReportRun:
-    """Run the Spark job of a queued ReportRun and store its status, log tail and results."""
+    """Run the Spark job of a queued ReportRun: progress saved and published as the job prints
+    it, stopped when an operator cancels or after ``TIMEOUT_S``; the run ends succeeded (with the
+    job's summary), failed (with the reason) or cancelled."""
     run = ReportRun.objects.get(pk=run_id)
+    if run.status != ReportRun.Status.QUEUED:
+        return run  # cancelled while it waited
     history_dir = Path(settings.FULCRUM_HISTORY_DIR)
-    output_dir = Path(settings.FULCRUM_REPORTS_DIR) / f"run-{run.pk}"
-    run.status, run.started_at = ReportRun.Status.RUNNING, timezone.now()
-    run.save(update_fields=["status", "started_at"])
-    realtime.publish(realtime.REPORT_CHANGED, {"id": run.pk, "status": run.status})
-    if not any(history_dir.glob("date=*/*.parquet")):
-        return _finish(run, ReportRun.Status.FAILED, "no load history yet: nothing to report on")
-    proc = subprocess.run(
-        spark_submit_command(run, history_dir, output_dir),
-        capture_output=True,
+    output_dir = run_dir(run)
+    run.status, run.started_at, run.stage = ReportRun.Status.RUNNING, timezone.now(), "starting"
+    run.save(update_fields=["status", "started_at", "stage"])
+    _publish(run)
+    missing = _missing_history(run, history_dir)
+    if missing:
+        return _finish(run, ReportRun.Status.FAILED, missing, "")
+    shutil.rmtree(output_dir, ignore_errors=True)
+    output_dir.mkdir(parents=True)
+    _balancer_zip(output_dir)
+    try:
+        arguments = _arguments(run, output_dir)
+    except Exception as exc:  # a config that cannot be replayed fails the run, not the worker
+        return _finish(
+            run, ReportRun.Status.FAILED, f"the candidates could not be built: {exc}", ""
+        )
+    proc = subprocess.Popen(
+        spark_submit_command(run, history_dir, output_dir, arguments),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         env=_env(),
-        timeout=1800,
-        check=False,
+        start_new_session=True,  # its own process group: a cancel stops the JVM and Python workers
     )
-    tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+    lines: deque[str] = deque(maxlen=400)
+    outcome = _follow(run, proc, lines)
+    tail = "\n".join(list(lines)[-60:])
+    if outcome is not None:
+        return _finish(run, ReportRun.Status.CANCELLED, outcome, tail)
     if proc.returncode != 0:
-        return _finish(run, ReportRun.Status.FAILED, tail)
-    run.broker_hours = _read_json_lines(output_dir / "broker_hours")
-    run.cluster_hours = _read_json_lines(output_dir / "cluster_hours")
-    return _finish(run, ReportRun.Status.SUCCEEDED, tail)
+        return _finish(
+            run, ReportRun.Status.FAILED, failure_reason(list(lines), proc.returncode), tail
+        )
+    try:
+        run.summary = json.loads((output_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return _finish(run, ReportRun.Status.FAILED, "the job wrote no summary", tail)
+    run.done = run.total
+    return _finish(run, ReportRun.Status.SUCCEEDED, "", tail)
 
 
-def _finish(run: ReportRun, status: str, log_tail: str) -> ReportRun:
-    run.status, run.finished_at, run.log_tail = status, timezone.now(), log_tail
+def _follow(run: ReportRun, proc: subprocess.Popen[str], lines: deque[str]) -> str | None:
+    """Read the job's output until it exits; None, or why it was stopped (a cancel, the
+    timeout)."""
+    assert proc.stdout is not None
+    out: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.put(line.rstrip("\n"))
+        out.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    started = time.monotonic()
+    checked = 0.0
+    while True:
+        try:
+            line = out.get(timeout=1.0)
+        except queue.Empty:
+            line = ""
+        if line is None:
+            proc.wait()
+            return None
+        if line:
+            lines.append(line)
+            match = PROGRESS.match(line)
+            if match:
+                run.done, run.total, run.stage = int(match[1]), int(match[2]), match[3][:200]
+                run.save(update_fields=["done", "total", "stage"])
+                _publish(run)
+        now = time.monotonic()
+        if now - checked >= 1.0:
+            checked = now
+            if ReportRun.objects.filter(pk=run.pk, cancel_requested=True).exists():
+                _stop(proc)
+                return "cancelled by an operator"
+            if now - started > TIMEOUT_S:
+                _stop(proc)
+                return f"stopped after {TIMEOUT_S:.0f} s: the job took too long"
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def _publish(run: ReportRun) -> None:
+    payload: dict[str, Any] = {
+        "id": run.pk,
+        "kind": run.kind,
+        "status": run.status,
+        "done": run.done,
+        "total": run.total,
+        "stage": run.stage,
+        "reason": run.reason,
+    }
+    realtime.publish(realtime.REPORT_CHANGED, payload)
+
+
+def _finish(run: ReportRun, status: str, reason: str, log_tail: str) -> ReportRun:
+    run.status, run.finished_at, run.reason, run.log_tail = status, timezone.now(), reason, log_tail
     run.save()
-    realtime.publish(realtime.REPORT_CHANGED, {"id": run.pk, "status": run.status})
+    _publish(run)
     return run

@@ -18,7 +18,7 @@ REPORT_TASK = "console.tasks.report_run"
 # A run may wait this long for a report worker before it is declared lost (no other run can be
 # ahead of it: one at a time).
 QUEUED_TIMEOUT_S = 300.0
-# spark-submit's own timeout (console.reports.submit) plus a margin.
+# spark-submit's own timeout (console.reports.submit.TIMEOUT_S) plus a margin.
 RUNNING_TIMEOUT_S = 1800.0 + 120.0
 
 
@@ -26,12 +26,18 @@ def report_runs_reap(*, now: Any = None) -> int:
     """Mark failed, with the reason, every run left queued or running past its time (a worker
     killed or never started); returns how many."""
     now = now or timezone.now()
-    queued = ReportRun.objects.filter(
+    # A run waits behind the one running (the reports worker runs one task at a time): only
+    # while none runs is a long wait a sign that no worker is there.
+    running_now = ReportRun.objects.filter(
+        status=ReportRun.Status.RUNNING, started_at__gte=now - timedelta(seconds=RUNNING_TIMEOUT_S)
+    ).exists()
+    waiting = ReportRun.objects.filter(
         status=ReportRun.Status.QUEUED, created_at__lt=now - timedelta(seconds=QUEUED_TIMEOUT_S)
-    ).update(
+    )
+    queued = (waiting.none() if running_now else waiting).update(
         status=ReportRun.Status.FAILED,
         finished_at=now,
-        log_tail=f"no report worker took the run within {QUEUED_TIMEOUT_S:.0f} s "
+        reason=f"no report worker took the run within {QUEUED_TIMEOUT_S:.0f} s "
         "(is the 'reports' worker running?)",
     )
     running = ReportRun.objects.filter(
@@ -39,41 +45,87 @@ def report_runs_reap(*, now: Any = None) -> int:
     ).update(
         status=ReportRun.Status.FAILED,
         finished_at=now,
-        log_tail=f"the run did not finish within {RUNNING_TIMEOUT_S:.0f} s: its worker died",
+        reason=f"the run did not finish within {RUNNING_TIMEOUT_S:.0f} s: its worker died",
     )
     return queued + running
 
 
-def report_run_request(*, actor: Any) -> ReportRun:
-    """Record a queued run and send the task to the ``reports`` queue once the row is committed.
+KIND_WORDS = {
+    ReportRun.Kind.REPORT: "a historical load report",
+    ReportRun.Kind.ADVISOR: "the strategy advisor",
+}
+
+
+def report_run_request(*, actor: Any, kind: str = ReportRun.Kind.REPORT) -> ReportRun:
+    """Record a queued run of ``kind`` (report or advisor) and send the task to the ``reports``
+    queue once the row is committed.
 
     Raises:
-        ConsoleError: 409 while another run is queued or running.
+        ConsoleError: 400 for an unknown kind; 409 while a run of the same kind is queued or
+            running (one run of a kind at a time).
     """
     actor_check(actor)
     from console.celery import app
 
+    if kind not in ReportRun.Kind.values:
+        raise ConsoleError(
+            f"unknown run kind {kind!r}; one of {', '.join(ReportRun.Kind.values)}", field="kind"
+        )
     report_runs_reap()
     with transaction.atomic():
         busy = (
             ReportRun.objects.select_for_update()
-            .filter(status__in=[ReportRun.Status.QUEUED, ReportRun.Status.RUNNING])
+            .filter(kind=kind, status__in=[ReportRun.Status.QUEUED, ReportRun.Status.RUNNING])
             .first()
         )
         if busy is not None:
             raise ConsoleError(
-                f"report run {busy.pk} is {busy.status}; one run at a time",
+                f"{kind} run {busy.pk} is {busy.status}; one {kind} run at a time",
                 status=409,
-                field="run",
+                field="kind",
             )
-        run = ReportRun.objects.create(requested_by=actor, master=settings.SPARK_MASTER)
+        run = ReportRun.objects.create(requested_by=actor, master=settings.SPARK_MASTER, kind=kind)
         AuditEvent.objects.create(
             at=timezone.now(),
             actor=actor,
             action=AuditEvent.Action.REPORT,
-            target=f"report run {run.pk}",
-            reason="operator started a historical load report",
+            target=f"{kind} run {run.pk}",
+            reason=f"operator started {KIND_WORDS[ReportRun.Kind(kind)]}",
         )
         # By name, on the route of settings.CELERY_TASK_ROUTES: services never import tasks.
         transaction.on_commit(lambda: app.send_task(REPORT_TASK, args=[run.pk]))
+    return run
+
+
+def report_run_cancel(run_id: int, *, actor: Any) -> ReportRun:
+    """Cancel a run: a queued one at once, a running one as soon as its worker sees it (within
+    a second: the job's processes are stopped). Audited.
+
+    Raises:
+        ConsoleError: 404 for an unknown run; 409 for a run that already ended.
+    """
+    actor_check(actor)
+    with transaction.atomic():
+        run = ReportRun.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            raise ConsoleError(f"no run {run_id}", status=404, field="run")
+        if run.status not in (ReportRun.Status.QUEUED, ReportRun.Status.RUNNING):
+            raise ConsoleError(f"run {run.pk} already {run.status}", status=409, field="run")
+        if run.status == ReportRun.Status.QUEUED:
+            run.status, run.finished_at = ReportRun.Status.CANCELLED, timezone.now()
+            run.reason = "cancelled by an operator before it started"
+        run.cancel_requested = True
+        run.save()
+        AuditEvent.objects.create(
+            at=timezone.now(),
+            actor=actor,
+            action=AuditEvent.Action.REPORT,
+            target=f"{run.kind} run {run.pk}",
+            reason=f"operator cancelled the {run.kind} run",
+        )
+    from console import realtime
+
+    realtime.publish(
+        realtime.REPORT_CHANGED, {"id": run.pk, "kind": run.kind, "status": run.status}
+    )
     return run

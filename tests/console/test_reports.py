@@ -56,29 +56,80 @@ def test_report_without_history_fails_with_a_reason(cluster, tmp_path):
     with override_settings(FULCRUM_HISTORY_DIR=tmp_path / "empty", FULCRUM_REPORTS_DIR=tmp_path):
         run = report_run_execute(ReportRun.objects.create(master="local[2]").pk)
     assert run.status == ReportRun.Status.FAILED
-    assert "no load history" in run.log_tail
+    assert "no load history" in run.reason
 
 
 @pytest.mark.spark
 @pytest.mark.django_db(transaction=True)
-def test_spark_job_computes_hourly_percentiles_and_cluster_cv(cluster, tmp_path):
+def test_a_report_run_through_spark_submit_writes_its_results_with_progress(cluster, tmp_path):
+    from console.selectors import report_results
+
     seed_history()
     with override_settings(
         FULCRUM_HISTORY_DIR=tmp_path / "history", FULCRUM_REPORTS_DIR=tmp_path / "out"
     ):
         history_flush()
         run = report_run_execute(ReportRun.objects.create(master="local[2]").pk)
-    assert run.status == ReportRun.Status.SUCCEEDED, run.log_tail
-    rows = {(r["broker"], r["hour"]): r for r in run.broker_hours}
+        assert run.status == ReportRun.Status.SUCCEEDED, run.log_tail
+        assert (run.done, run.total) == (5, 5)
+        assert run.summary["written"] == ["broker_hours", "cluster_minutes"]
+        rows = {(r["broker"], r["hour"]): r for r in report_results(run, "broker_hours")["rows"]}
+        minutes = report_results(run, "cluster_minutes")["rows"]
     first = rows[("broker-1", "2026-11-20T10:00:00Z")]
     assert (first["cpu_p50"], first["cpu_max"], first["reports"]) == (20.0, 30.0, 3)
     assert first["throughput_max"] == 3 * 1024 * 1024
     assert rows[("broker-1", "2026-11-20T11:00:00Z")]["cpu_p95"] == 70.0
-    hours = {r["hour"]: r for r in run.cluster_hours}
-    # 10:00: broker means 0.2 and 0.5 -> std 0.15, mean 0.35, CV 0.4286; 11:00: equal -> 0.
-    assert hours["2026-11-20T10:00:00Z"]["cv"] == pytest.approx(0.15 / 0.35)
-    assert hours["2026-11-20T11:00:00Z"]["cv"] == pytest.approx(0.0)
-    assert hours["2026-11-20T10:00:00Z"]["brokers"] == 2
+    # 10:05: broker-1 at 10 %, broker-2 at 50 %: mean 0.3, std 0.2, CV 2/3.
+    assert minutes[0]["minute"] == "2026-11-20T10:05:00Z"
+    assert minutes[0]["cv"] == pytest.approx(0.2 / 0.3)
+
+
+@pytest.mark.spark
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_job_says_why_and_a_cancelled_one_stops(cluster, tmp_path, settings):
+    import threading
+    import time
+
+    seed_history()
+    settings.FULCRUM_HISTORY_DIR = tmp_path / "history"
+    settings.FULCRUM_REPORTS_DIR = tmp_path / "out"
+    history_flush()
+    # A master that does not exist: Spark's own error is the reason.
+    failed = report_run_execute(ReportRun.objects.create(master="nonsense://x").pk)
+    assert failed.status == ReportRun.Status.FAILED
+    assert failed.reason.startswith("org.apache.spark.SparkException: Master must")
+    # A cancel while it runs: the worker stops spark-submit within a few seconds.
+    run = ReportRun.objects.create(master="local[1]")
+    started = time.monotonic()
+    threading.Timer(
+        3.0, lambda: ReportRun.objects.filter(pk=run.pk).update(cancel_requested=True)
+    ).start()
+    cancelled = report_run_execute(run.pk)
+    assert cancelled.status == ReportRun.Status.CANCELLED
+    assert cancelled.reason == "cancelled by an operator"
+    assert time.monotonic() - started < 20
+
+
+def test_runs_of_one_kind_one_at_a_time_and_a_queued_one_cancels_at_once(cluster, operator):
+    from console.services.errors import ConsoleError
+    from console.services.reports import report_run_cancel, report_run_request
+
+    report = report_run_request(actor=operator)
+    advisor = report_run_request(actor=operator, kind="advisor")  # another kind may queue
+    with pytest.raises(ConsoleError) as busy:
+        report_run_request(actor=operator, kind="advisor")
+    assert busy.value.status == 409
+    with pytest.raises(ConsoleError) as unknown:
+        report_run_request(actor=operator, kind="nonsense")
+    assert unknown.value.field == "kind"
+    cancelled = report_run_cancel(advisor.pk, actor=operator)
+    assert cancelled.status == ReportRun.Status.CANCELLED
+    with pytest.raises(ConsoleError) as ended:
+        report_run_cancel(advisor.pk, actor=operator)
+    assert ended.value.status == 409
+    # The worker takes a cancelled run and leaves it be.
+    assert report_run_execute(advisor.pk).status == ReportRun.Status.CANCELLED
+    assert report.status == ReportRun.Status.QUEUED
 
 
 def test_prune_keeps_unexported_and_latest_reports(cluster, tmp_path):
@@ -160,3 +211,14 @@ def test_the_history_of_before_tables_moves_under_brokers(cluster, tmp_path):
     history_flush(directory=tmp_path)
     assert (tmp_path / "brokers" / "date=2026-11-19" / "part-0.parquet").exists()
     assert not old.exists()
+
+
+def test_the_reason_of_a_failure_is_its_last_error_line():
+    from console.reports.submit import failure_reason
+
+    assert failure_reason(["INFO x", "Error: no recorded snapshots", "bye"], 1) == (
+        "no recorded snapshots"
+    )
+    log = ["Traceback (most recent call last):", '  File "x.py"', "ValueError: bad input", "  at y"]
+    assert failure_reason(log, 1) == "ValueError: bad input"
+    assert failure_reason(["nothing useful"], 137) == "spark-submit exited with code 137"

@@ -1,0 +1,111 @@
+"""The strategy advisor's candidates: the current config and a grid of strategies × parameters
+around it, each as a cycle config document (CLI.md) for the Spark job
+(``console/reports/advisor.py``) and as the config editor's draft for adopting it."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from django.conf import settings
+
+from console import selectors
+from console.models import BalancerConfig
+
+# The shedders with their Pulsar placement, each with Pulsar's own defaults.
+PULSAR_SHEDDERS: Final = (
+    "OverloadShedder",
+    "UniformLoadShedder",
+    "AvgShedder",
+    "TransferShedder",
+)
+THRESHOLDS_PERCENT: Final = (5, 10, 15, 20)  # loadBalancerBrokerThresholdShedderPercentage
+FULCRUM_MIN_GAINS_PERCENT: Final = (1, 2, 3, 5)  # fulcrumMinGainPercentage
+# The replay covers the history in windows of this many seconds, one Spark task per window and
+# candidate.
+WINDOW_S: Final = 3600.0
+
+
+def _cycle(config: BalancerConfig, changes: dict[str, Any]) -> dict[str, Any]:
+    """The cycle config document of ``config`` with the editor's ``changes`` applied."""
+    parameters = {**config.parameters, **changes.get("parameters", {})}
+    return {
+        "strategies": {
+            "shedder": changes.get("shedder", config.shedder),
+            "placement": changes.get("placement", config.placement),
+            "splitAlgorithm": config.split_algorithm,
+        },
+        "config": parameters,
+        "safety": {
+            "coolDownSeconds": settings.FULCRUM_BUNDLE_COOL_DOWN_S,
+            "maxMovesPerHour": settings.FULCRUM_MAX_MOVES_PER_HOUR,
+            "blacklist": list(settings.FULCRUM_BLACKLIST),
+            "brokerTimeoutSeconds": settings.FULCRUM_BROKER_TIMEOUT_S,
+            "autoSplit": config.is_auto_split_enabled,
+        },
+    }
+
+
+def advisor_candidates(config: BalancerConfig | None = None) -> list[dict[str, Any]]:
+    """The grid (about 20 configs): the current one; FulcrumShedder at four minimum gains, each
+    with the current and half the current hourly move budget; ThresholdShedder at four
+    thresholds and Pulsar's other shedders with LeastLongTermMessageRate; Danube's rebalancer
+    with its balanced assignment. Each: ``{"id", "label", "changes"}`` (the editor's draft)."""
+    config = config or selectors.balancer_config_get()
+    pulsar = selectors.pulsar_config_get(config)
+    out: list[dict[str, Any]] = [{"label": "current config", "changes": {}}]
+    budget = pulsar.fulcrum_max_moves_per_hour
+    for gain in FULCRUM_MIN_GAINS_PERCENT:
+        for hourly in sorted({budget, max(1, budget // 2)}, reverse=True):
+            out.append(
+                {
+                    "label": f"FulcrumShedder, min gain {gain} %, {hourly} moves/h",
+                    "changes": {
+                        "shedder": "FulcrumShedder",
+                        "placement": "FulcrumPlacement",
+                        "parameters": {
+                            "fulcrumMinGainPercentage": gain,
+                            "fulcrumMaxMovesPerHour": hourly,
+                        },
+                    },
+                }
+            )
+    for threshold in THRESHOLDS_PERCENT:
+        out.append(
+            {
+                "label": f"ThresholdShedder, threshold {threshold} %",
+                "changes": {
+                    "shedder": "ThresholdShedder",
+                    "placement": "LeastLongTermMessageRate",
+                    "parameters": {"loadBalancerBrokerThresholdShedderPercentage": threshold},
+                },
+            }
+        )
+    for shedder in PULSAR_SHEDDERS:
+        out.append(
+            {
+                "label": f"{shedder}, Pulsar's defaults",
+                "changes": {"shedder": shedder, "placement": "LeastLongTermMessageRate"},
+            }
+        )
+    out.append(
+        {
+            "label": "Danube's rebalancer, balanced assignment",
+            "changes": {"shedder": "danube", "placement": "balanced"},
+        }
+    )
+    return [{"id": i, **c} for i, c in enumerate(out)]
+
+
+def advisor_spec(config: BalancerConfig | None = None) -> dict[str, Any]:
+    """The advisor job's input (``console/reports/advisor.py``): the loop interval, the window,
+    the current config that measures, and every candidate's cycle config."""
+    config = config or selectors.balancer_config_get()
+    return {
+        "intervalS": config.loop_interval_s,
+        "windowS": WINDOW_S,
+        "since": None,
+        "measure": _cycle(config, {}),
+        "candidates": [
+            {**c, "cycle": _cycle(config, c["changes"])} for c in advisor_candidates(config)
+        ],
+    }
