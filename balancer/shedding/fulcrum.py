@@ -19,6 +19,9 @@ Why this shape (measured on the offline simulator's trace day, see the README's 
   moving more does not balance bursty load better.
 - Moves come from any broker above the mean, not only the hottest: when the hottest is pinned by
   its background, balancing the others still lowers the spread.
+- The hottest broker also sheds in steps below the minimum gain while it is more than a quarter
+  of the minimum gain above the level no assignment can beat, onto brokers that stay within half
+  of it above that level: a broker pinned by its background ends empty, as the optimum has it.
 - Each move names its destination (the cycle honours it when Pulsar's hard placement filters —
   inactive, topic limit, anti-affinity — pass; the even-distribution heuristic is not applied
   to Fulcrum's destinations), and a bundle never goes back to a broker it left within the hour.

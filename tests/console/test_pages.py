@@ -79,7 +79,9 @@ def test_plotly_is_served_locally(client):
 
 def test_audit_and_reports_pages_render(logged_in, cluster):
     assert "No action matches" in logged_in.get("/audit/").content.decode()
-    assert "Run report" in logged_in.get("/reports/").content.decode()
+    page = logged_in.get("/reports/").content.decode()
+    assert "Run the load report" in page
+    assert "Run the strategy advisor" in page
 
 
 def test_the_cv_plot_breaks_where_the_console_was_stopped(logged_in, cluster):

@@ -222,3 +222,111 @@ def test_the_reason_of_a_failure_is_its_last_error_line():
     log = ["Traceback (most recent call last):", '  File "x.py"', "ValueError: bad input", "  at y"]
     assert failure_reason(log, 1) == "ValueError: bad input"
     assert failure_reason(["nothing useful"], 137) == "spark-submit exited with code 137"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def standalone_spark(tmp_path):
+    """A Spark standalone master and one worker started from the installed PySpark
+    (``spark-class``), on loopback ports; their ``spark://`` URL."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1")
+    env |= {"PYSPARK_PYTHON": sys.executable, "SPARK_WORKER_DIR": str(tmp_path / "work")}
+    port, ui = _free_port(), _free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    spark_class = str(home / "bin" / "spark-class")
+    logs = [open(tmp_path / f"{n}.log", "w") for n in ("master", "worker")]  # noqa: SIM115
+    procs = [
+        subprocess.Popen(
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui),
+            ],
+            env=env,
+            stdout=logs[0],
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        ),
+        subprocess.Popen(
+            [
+                spark_class,
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--webui-port",
+                str(_free_port()),
+                "--cores",
+                "2",
+                "--memory",
+                "1g",
+                master_url,
+            ],
+            env=env,
+            stdout=logs[1],
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        ),
+    ]
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as answer:
+                    if json.load(answer).get("aliveworkers", 0) >= 1:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-2000:]
+            time.sleep(1)
+        yield master_url
+    finally:
+        import os as _os
+        import signal
+
+        for proc in procs:
+            _os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        for log in logs:
+            log.close()
+
+
+@pytest.mark.spark
+@pytest.mark.django_db(transaction=True)
+def test_a_report_runs_unchanged_on_a_standalone_spark_cluster(cluster, tmp_path, standalone_spark):
+    from console.selectors import report_results
+
+    seed_history()
+    with override_settings(
+        FULCRUM_HISTORY_DIR=tmp_path / "history", FULCRUM_REPORTS_DIR=tmp_path / "out"
+    ):
+        history_flush()
+        run = report_run_execute(ReportRun.objects.create(master=standalone_spark).pk)
+        assert run.status == ReportRun.Status.SUCCEEDED, run.log_tail
+        rows = report_results(run, "broker_hours")["rows"]
+    assert {r["broker"] for r in rows} == {"broker-1", "broker-2"}
+    assert (
+        "spark://127.0.0.1" in " ".join(run.log_tail.splitlines()) or run.master == standalone_spark
+    )
