@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from django.conf import settings
 
+from balancer.wire import parse_cycle_config
 from console import selectors
 from console.models import BalancerConfig
 
@@ -46,10 +47,11 @@ def _cycle(config: BalancerConfig, changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def advisor_candidates(config: BalancerConfig | None = None) -> list[dict[str, Any]]:
-    """The grid (about 20 configs): the current one; FulcrumShedder at four minimum gains, each
-    with the current and half the current hourly move budget; ThresholdShedder at four
-    thresholds and Pulsar's other shedders with LeastLongTermMessageRate; Danube's rebalancer
-    with its balanced assignment. Each: ``{"id", "label", "changes"}`` (the editor's draft)."""
+    """The grid (about 20 configs; none that runs exactly as the current one): the current one;
+    FulcrumShedder at four minimum gains, each with the current and half the current hourly
+    move budget; ThresholdShedder at four thresholds and Pulsar's other shedders with
+    LeastLongTermMessageRate; Danube's rebalancer with its balanced assignment. Each:
+    ``{"id", "label", "changes"}`` (the editor's draft)."""
     config = config or selectors.balancer_config_get()
     pulsar = selectors.pulsar_config_get(config)
     out: list[dict[str, Any]] = [{"label": "current config", "changes": {}}]
@@ -93,7 +95,12 @@ def advisor_candidates(config: BalancerConfig | None = None) -> list[dict[str, A
             "changes": {"shedder": "danube", "placement": "balanced"},
         }
     )
-    return [{"id": i, **c} for i, c in enumerate(out)]
+    # A candidate that runs exactly as the current config is left out.
+    current = parse_cycle_config(_cycle(config, {}))
+    unique = [out[0]] + [
+        c for c in out[1:] if parse_cycle_config(_cycle(config, c["changes"])) != current
+    ]
+    return [{"id": i, **c} for i, c in enumerate(unique)]
 
 
 def advisor_spec(config: BalancerConfig | None = None) -> dict[str, Any]:

@@ -348,8 +348,8 @@ const Fulcrum = (() => {
     return response.ok ? (await response.json()).rows : [];
   };
   const CHART = {displayModeBar: false, responsive: true};
-  const layoutOf = (y, extra) => ({margin: {t: 10, r: 10, b: 40, l: 70}, xaxis: {type: "date", title: {text: "UTC"}},
-    yaxis: {title: {text: y}}, legend: {orientation: "h"}, ...(extra || {})});
+  const layoutOf = (y, extra) => ({margin: {t: 10, r: 60, b: 40, l: 70}, xaxis: {type: "date", title: {text: "UTC"}, automargin: true},
+    yaxis: {title: {text: y}, rangemode: "tozero", automargin: true}, legend: {orientation: "h"}, ...(extra || {})});
 
   async function reportCharts(run) {
     const [hours, minutes, hot, moves, namespaces] = await Promise.all([
@@ -369,7 +369,7 @@ const Fulcrum = (() => {
     Plotly.newPlot("cv-chart", [
       {x: minutes.map((r) => r.minute), y: minutes.map((r) => r.cv), name: "CV", type: "scatter", mode: "lines"},
       {x: minutes.map((r) => r.minute), y: minutes.map((r) => r.max_over_mean), name: "max/mean", type: "scatter", mode: "lines", yaxis: "y2"}],
-      layoutOf("CV", {yaxis2: {title: {text: "max/mean"}, overlaying: "y", side: "right"}}), CHART);
+      layoutOf("CV", {yaxis2: {title: {text: "max/mean"}, overlaying: "y", side: "right", rangemode: "tozero", automargin: true}}), CHART);
     // Hot bundles: the 20 hottest as bars, every listed one in the table.
     const bars = hot.slice(0, 20).reverse();
     Plotly.newPlot("hot-chart", [{type: "bar", orientation: "h", y: bars.map((b) => b.bundle), x: bars.map((b) => b.throughput_p95),
@@ -407,7 +407,7 @@ const Fulcrum = (() => {
     const byNamespace = {};
     namespaces.forEach((r) => { (byNamespace[r.namespace] = byNamespace[r.namespace] || []).push(r); });
     Plotly.newPlot("namespace-chart", Object.keys(byNamespace).sort().map((n) => ({x: byNamespace[n].map((r) => r.hour),
-      y: byNamespace[n].map((r) => r.throughput_mean), name: n, type: "scatter", mode: "lines", stackgroup: "one"})),
+      y: byNamespace[n].map((r) => r.throughput_mean), name: n, type: "scatter", mode: "lines+markers", stackgroup: "one"})),
       layoutOf("throughput (bytes/s)"), CHART);
   }
 
