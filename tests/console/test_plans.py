@@ -286,15 +286,21 @@ def test_one_report_run_at_a_time_and_dead_runs_are_failed(cluster, operator, se
             report_run_request(actor=operator)
     assert err.value.status == 409
     ReportRun.objects.filter(pk=run.pk).update(created_at=NOW - timedelta(hours=1))
+    # While another run runs, a queued one waits its turn (the reports worker runs one task).
+    busy = ReportRun.objects.create(
+        master="local", kind="advisor", status="running", started_at=NOW - timedelta(minutes=5)
+    )
+    assert report_runs_reap(now=NOW) == 0
+    ReportRun.objects.filter(pk=busy.pk).update(status="succeeded")
     assert report_runs_reap(now=NOW) == 1
     failed = ReportRun.objects.get(pk=run.pk)
     assert failed.status == ReportRun.Status.FAILED
-    assert "no report worker took the run" in failed.log_tail
+    assert "no report worker took the run" in failed.reason
     stuck = ReportRun.objects.create(
         master="local", status="running", started_at=NOW - timedelta(hours=2)
     )
     assert report_runs_reap(now=NOW) == 1
-    assert "its worker died" in ReportRun.objects.get(pk=stuck.pk).log_tail
+    assert "its worker died" in ReportRun.objects.get(pk=stuck.pk).reason
 
 
 LOADS = st.lists(st.tuples(st.integers(0, 100), st.integers(0, 400)), min_size=3, max_size=3)
