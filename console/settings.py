@@ -257,6 +257,11 @@ CELERY_TASK_ROUTES = {
 FULCRUM_TICK_INTERVAL_S = float(os.environ.get("FULCRUM_TICK_INTERVAL_S", "5"))
 # History is flushed from the database to Parquet once a minute: few, larger files.
 FULCRUM_HISTORY_FLUSH_S = float(os.environ.get("FULCRUM_HISTORY_FLUSH_S", "60"))
+# A real Pulsar cluster observed through its admin REST API (console.pulsar.admin):
+# any broker's (or a proxy's) web URL, a superuser's token; empty: no cluster is observed.
+FULCRUM_PULSAR_URL = os.environ.get("FULCRUM_PULSAR_URL", "")
+FULCRUM_PULSAR_TOKEN = os.environ.get("FULCRUM_PULSAR_TOKEN", "")
+FULCRUM_PULSAR_OBSERVE_S = float(os.environ.get("FULCRUM_PULSAR_OBSERVE_S", "30"))
 CELERY_BEAT_SCHEDULE = {
     "shedding-tick": {"task": "console.tasks.shedding_tick", "schedule": FULCRUM_TICK_INTERVAL_S},
     "history-flush": {"task": "console.tasks.history_flush", "schedule": FULCRUM_HISTORY_FLUSH_S},
@@ -266,6 +271,10 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": FULCRUM_HISTORY_COMPACT_S,
     },
     "load-reports-fold": {"task": "console.tasks.load_reports_fold", "schedule": 5.0},
+    "pulsar-observe": {
+        "task": "console.tasks.pulsar_observe",
+        "schedule": FULCRUM_PULSAR_OBSERVE_S,
+    },
     "optimality-measure": {
         "task": "console.tasks.optimality_measure",
         "schedule": float(os.environ.get("FULCRUM_OPTIMALITY_S", "60")),

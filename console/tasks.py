@@ -11,6 +11,7 @@ from console.services.history import history_flush as history_flush_service
 from console.services.history import load_reports_prune
 from console.services.ingest import load_reports_fold as load_reports_fold_service
 from console.services.optimality import optimality_measure as optimality_measure_service
+from console.services.pulsar import pulsar_observe_run
 from console.services.reports import report_runs_reap as report_runs_reap_service
 
 
@@ -49,6 +50,13 @@ def report_run(run_id: int) -> str:
     most a flush interval old: the shedding worker alone flushes, so rows are never written
     twice)."""
     return report_run_execute(run_id).status
+
+
+@shared_task(ignore_result=True)
+def pulsar_observe() -> dict | None:
+    """Observe the Pulsar cluster at FULCRUM_PULSAR_URL (when set) into the metadata store and
+    the live load."""
+    return pulsar_observe_run()
 
 
 @shared_task(ignore_result=True)

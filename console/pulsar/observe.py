@@ -1,0 +1,217 @@
+"""Observe a Pulsar cluster through its admin API (``console.pulsar.admin.PulsarAdmin``) and map
+what it says onto Fulcrum's model (``PULSAR_ADMIN.md`` §4.4, §7). No Django.
+
+- brokers: E2 (active), the leader from E3, each one's failure domain from E5;
+- namespaces: E6 → E7 → E8 boundaries and E9's anti-affinity group;
+- owners: E4 ``ownedNamespaces`` of every broker — never a lookup, which would assign; a bundle of
+  E8 that no broker lists is unowned (normal after an unload until a client looks it up);
+- load: E11 (the modular load manager's ``LocalBrokerData``) of every broker, on its own URL;
+- the active load manager from E17 (``loadManagerClassName``).
+
+Heartbeat and SLA-monitor bundles (namespaces ``pulsar/<broker id>`` and
+``pulsar/<cluster>/<broker id>``) are left out: Fulcrum never moves them.
+
+``report_document`` turns one broker's ``LocalBrokerData`` into the load report Fulcrum ingests
+(bandwidth from kbit/s to bytes/s), refusing a malformed one with the broker and the field named.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from console.pulsar.admin import PulsarAdmin, PulsarAdminError, broker_host
+
+SYSTEM_NAMESPACE: Final = re.compile(r"^pulsar/(?:[^/]+/)?[^/:]+:\d+(?:/|$)")
+EXTENSIBLE: Final = "ExtensibleLoadManagerImpl"
+KBIT_TO_BYTES: Final = 1000 / 8  # Pulsar reports bandwidth in kbit/s
+RESOURCES: Final = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
+RATES: Final = ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut")
+
+
+class ObservationError(ValueError):
+    """A broker's answer that cannot be Fulcrum's load: ``broker`` and ``field`` name it."""
+
+    def __init__(self, broker: str, field: str, message: str) -> None:
+        super().__init__(f"{broker}: {field}: {message}")
+        self.broker, self.field = broker, field
+
+
+def is_system_bundle(bundle: str) -> bool:
+    """A heartbeat or SLA-monitor bundle (``pulsar/<broker id>/…``): never moved."""
+    return bool(SYSTEM_NAMESPACE.match(bundle))
+
+
+@dataclass
+class Observation:
+    """One look at a cluster.
+
+    Attributes:
+        cluster: its name; brokers: the active brokers' ids; leader: the leader's id or None.
+        domains: broker id -> failure domain ("" when none).
+        namespaces: ``tenant/namespace`` -> (boundaries ["0x…"], anti-affinity group or None).
+        owners: bundle -> the broker id that owns it (system bundles left out).
+        reports: broker id -> its ``LocalBrokerData``; errors: what could not be read, each
+            "<broker or namespace>: <reason>" (the rest of the observation stands).
+        load_manager: the effective ``loadManagerClassName`` ("" when unknown).
+    """
+
+    cluster: str
+    brokers: list[str]
+    leader: str | None
+    domains: dict[str, str]
+    namespaces: dict[str, tuple[list[str], str | None]]
+    owners: dict[str, str]
+    reports: dict[str, dict[str, Any]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    load_manager: str = ""
+
+    @property
+    def extensible(self) -> bool:
+        """The extensible load manager (PIP-192) is active: no load report over REST."""
+        return self.load_manager.endswith(EXTENSIBLE)
+
+    def bundles(self) -> list[str]:
+        """Every bundle of the observed namespaces, from their boundaries."""
+        out = []
+        for namespace, (boundaries, _) in self.namespaces.items():
+            out += [f"{namespace}/{lo}_{hi}" for lo, hi in itertools.pairwise(boundaries)]
+        return out
+
+    def unowned(self) -> list[str]:
+        """Bundles no broker lists as its own."""
+        return [b for b in self.bundles() if b not in self.owners]
+
+
+def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
+    """Read the cluster's state (read-only: no call here assigns a bundle).
+
+    Raises:
+        PulsarAdminError: a cluster-wide read failed (clusters, brokers, tenants); per-broker and
+            per-namespace failures are collected in ``errors`` instead.
+    """
+    name = cluster or next(iter(admin.clusters()), None)
+    if not name:
+        raise PulsarAdminError(404, "the cluster lists no cluster name", "GET", admin.service_url)
+    brokers = admin.brokers(name)
+    errors: list[str] = []
+    try:
+        info = admin.leader()
+        leader = info.get("brokerId") or broker_host(str(info.get("serviceUrl", ""))) or None
+    except PulsarAdminError as exc:
+        leader = None
+        errors.append(f"leader: {exc.reason}")
+    domains = dict.fromkeys(brokers, "")
+    try:
+        for domain, members in admin.failure_domains(name).items():
+            for broker in members:
+                if broker in domains:
+                    domains[broker] = domain
+    except PulsarAdminError as exc:
+        errors.append(f"failure domains: {exc.reason}")
+    namespaces: list[str] = []
+    for tenant, listed in admin.each(admin.tenants(), admin.namespaces):
+        if isinstance(listed, PulsarAdminError):
+            errors.append(f"{tenant}: {listed.reason}")
+        else:
+            namespaces += [n for n in listed if not SYSTEM_NAMESPACE.match(n + "/")]
+
+    def namespace_state(namespace: str) -> tuple[list[str], str | None]:
+        return admin.bundle_boundaries(namespace), admin.anti_affinity_group(namespace)
+
+    found: dict[str, tuple[list[str], str | None]] = {}
+    for namespace, state in admin.each(sorted(namespaces), namespace_state):
+        if isinstance(state, PulsarAdminError):
+            errors.append(f"{namespace}: {state.reason}")
+        else:
+            found[namespace] = state
+    owners: dict[str, str] = {}
+    for broker, owned in admin.each(brokers, lambda b: admin.owned_bundles(name, b)):
+        if isinstance(owned, PulsarAdminError):
+            errors.append(f"{broker}: owned bundles: {owned.reason}")
+            continue
+        for bundle in owned:
+            if not is_system_bundle(bundle):
+                owners[bundle] = broker
+    load_manager = ""
+    try:
+        load_manager = admin.runtime_config().get("loadManagerClassName", "")
+    except PulsarAdminError as exc:
+        errors.append(f"configuration: {exc.reason}")
+    reports: dict[str, dict[str, Any]] = {}
+    if not load_manager.endswith(EXTENSIBLE):
+        for broker, report in admin.each(brokers, admin.load_report):
+            if isinstance(report, PulsarAdminError):
+                errors.append(f"{broker}: load report: {report.reason}")
+            else:
+                reports[broker] = report
+    return Observation(name, brokers, leader, domains, found, owners, reports, errors, load_manager)
+
+
+def _number(broker: str, where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ObservationError(broker, where, f"must be a finite number, not {value!r}")
+    return float(value)
+
+
+def report_document(broker: str, data: dict[str, Any], owned: list[str]) -> dict[str, Any]:
+    """The load report Fulcrum ingests (``console.services.ingest``) for ``broker`` from its
+    ``LocalBrokerData``: its resources (bandwidth kbit/s → bytes/s; a limit of -1, a NIC of
+    unknown speed, makes a resource that does not count, as in Pulsar's percentUsage), rates,
+    the bundles it owns (``owned``, from E4) and those of them ``lastStats`` covers (Pulsar
+    sends only the top N), ``timestamp`` from ``lastUpdate`` (ms → s).
+
+    Raises:
+        ObservationError: a missing or malformed field, named.
+    """
+    if not isinstance(data, dict):
+        raise ObservationError(broker, "body", "the load report is not a JSON object")
+    doc: dict[str, Any] = {"name": broker}
+    for key in RESOURCES:
+        value = data.get(key, {"usage": 0.0, "limit": 0.0})
+        if not isinstance(value, dict):
+            raise ObservationError(broker, key, "must be an object with usage and limit")
+        scale = KBIT_TO_BYTES if key.startswith("bandwidth") else 1.0
+        usage = _number(broker, f"{key}.usage", value.get("usage", 0.0))
+        limit = _number(broker, f"{key}.limit", value.get("limit", 0.0))
+        if limit <= 0:  # an unknown limit (a NIC of unknown speed): Pulsar counts it as 0 %
+            usage = limit = 0.0
+        doc[key] = {"usage": max(usage, 0.0) * scale, "limit": limit * scale}
+    for key in RATES:
+        doc[key] = _number(broker, key, data.get(key, 0.0))
+    if "lastUpdate" in data:
+        doc["timestamp"] = _number(broker, "lastUpdate", data["lastUpdate"]) / 1000
+    topics = data.get("numTopics", 0)
+    if isinstance(topics, bool) or not isinstance(topics, int) or topics < 0:
+        raise ObservationError(broker, "numTopics", f"must be a count, not {topics!r}")
+    doc["topics"] = topics
+    owned = [b for b in owned if not is_system_bundle(b)]
+    doc["bundles"] = owned
+    stats = data.get("lastStats") or {}
+    if not isinstance(stats, dict):
+        raise ObservationError(broker, "lastStats", "must be an object of bundle -> stats")
+    mine = set(owned)
+    bundle_stats: dict[str, dict[str, Any]] = {}
+    for bundle, figures in stats.items():
+        if bundle not in mine:
+            continue  # a bundle it gave away since: its load is no longer this broker's
+        if not isinstance(figures, dict):
+            raise ObservationError(broker, f"lastStats.{bundle}", "must be an object")
+        entry = {k: _number(broker, f"lastStats.{bundle}.{k}", figures.get(k, 0.0)) for k in RATES}
+        for ours, theirs in (
+            ("topics", "topics"),
+            ("producers", "producerCount"),
+            ("consumers", "consumerCount"),
+        ):
+            count = figures.get(theirs, 0)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ObservationError(
+                    broker, f"lastStats.{bundle}.{theirs}", f"must be a count, not {count!r}"
+                )
+            entry[ours] = count
+        bundle_stats[bundle] = entry
+    doc["bundleStats"] = bundle_stats
+    return doc

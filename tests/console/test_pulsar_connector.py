@@ -1,0 +1,380 @@
+"""The Pulsar admin client and observation (console/pulsar/admin.py,
+observe.py) against a fake two-broker Pulsar cluster served by httpx's MockTransport, with
+the shapes, status codes and quirks of PULSAR_ADMIN.md: 307 to the owner or the named broker,
+the token re-sent on every hop, JSON and text/plain errors, heartbeat bundles, 204 bodies."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+from console.pulsar.admin import PulsarAdmin, PulsarAdminError, error_reason
+from console.pulsar.observe import (
+    ObservationError,
+    is_system_bundle,
+    observe,
+    report_document,
+)
+
+TOKEN = "s3cret-jwt"
+B1, B2 = "broker-1:8080", "broker-2:8080"
+MODULAR = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
+
+
+def local_broker_data(name: str, owned: list[str]) -> dict:
+    """A LocalBrokerData as PULSAR_ADMIN.md §3.3 quotes it (values changed per broker)."""
+    return {
+        "webServiceUrl": f"http://{name}",
+        "cpu": {"usage": 240.0, "limit": 800.0},
+        "memory": {"usage": 124.0, "limit": 2096.0},
+        "directMemory": {"usage": 36.0, "limit": 256.0},
+        "bandwidthIn": {"usage": 800.0, "limit": 1.0e7},
+        "bandwidthOut": {"usage": 400.0, "limit": -1.0},
+        "msgThroughputIn": 2048.0,
+        "msgThroughputOut": 1024.0,
+        "msgRateIn": 20.0,
+        "msgRateOut": 10.0,
+        "lastUpdate": 1690979816792,
+        "lastStats": {
+            b: {
+                "msgRateIn": 10.0,
+                "msgThroughputIn": 1024.0,
+                "msgRateOut": 5.0,
+                "msgThroughputOut": 512.0,
+                "consumerCount": 2,
+                "producerCount": 1,
+                "topics": 3,
+                "cacheSize": 0,
+            }
+            for b in owned
+        }
+        | {"public/default/0xc0000000_0xffffffff": {"msgRateIn": 99.0}},  # given away since
+        "numTopics": 6,
+        "numBundles": len(owned),
+        "bundles": owned,
+        "brokerVersionString": "3.3.2",
+        "loadManagerClassName": MODULAR,
+        "loadReportType": "LocalBrokerData",
+        "someFieldFromTheFuture": {"ignored": True},
+    }
+
+
+class FakePulsar:
+    """Two brokers; broker-1 is the service URL, broker-2 the leader. Records every request."""
+
+    def __init__(self, load_manager: str = MODULAR) -> None:
+        self.requests: list[httpx.Request] = []
+        self.load_manager = load_manager
+        self.owned = {
+            B1: ["public/default/0x00000000_0x40000000", "public/default/0x40000000_0x80000000"],
+            B2: ["public/default/0x80000000_0xc0000000"],
+        }
+        self.heartbeats = {
+            B1: [
+                "pulsar/broker-1:8080/0x00000000_0xffffffff",
+                "pulsar/c1/broker-1:8080/0x00000000_0xffffffff",
+            ],
+            B2: ["pulsar/broker-2:8080/0x00000000_0xffffffff"],
+        }
+        self.down: set[str] = set()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        host = request.url.netloc.decode()
+        if host in self.down:
+            raise httpx.ConnectError("connection refused", request=request)
+        if request.headers.get("authorization") != f"Bearer {TOKEN}":
+            return httpx.Response(401, json={"reason": "Unauthorized"})
+        path = request.url.path
+        query = parse_qs(urlsplit(str(request.url)).query)
+
+        def elsewhere(broker: str) -> httpx.Response:
+            location = f"http://{broker}{path}?authoritative=true"
+            kept = {k: v for k, v in query.items() if k != "authoritative"}
+            for key, values in kept.items():
+                location += f"&{key}={values[0]}"
+            return httpx.Response(307, headers={"Location": location})
+
+        if path == "/admin/v2/clusters":
+            return httpx.Response(200, json=["c1"])
+        if path == "/admin/v2/brokers/c1":
+            return httpx.Response(200, json=[B2, B1])
+        if path == "/admin/v2/brokers/leaderBroker":
+            return httpx.Response(200, json={"serviceUrl": f"http://{B2}", "brokerId": B2})
+        if path.startswith("/admin/v2/brokers/c1/") and path.endswith("/ownedNamespaces"):
+            named = path.split("/")[5]
+            if named != host:
+                return elsewhere(named)
+            status = {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
+            return httpx.Response(
+                200, json=dict.fromkeys(self.owned[named] + self.heartbeats[named], status)
+            )
+        if path == "/admin/v2/clusters/c1/failureDomains":
+            return httpx.Response(
+                200, json={"zone-a": {"brokers": [B1]}, "zone-b": {"brokers": [B2]}}
+            )
+        if path == "/admin/v2/tenants":
+            return httpx.Response(200, json=["public", "pulsar"])
+        if path == "/admin/v2/namespaces/public":
+            return httpx.Response(200, json=["public/default"])
+        if path == "/admin/v2/namespaces/pulsar":
+            return httpx.Response(200, json=["pulsar/broker-1:8080", "pulsar/c1/broker-1:8080"])
+        if path == "/admin/v2/namespaces/public/default/bundles":
+            bounds = ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"]
+            return httpx.Response(200, json={"boundaries": bounds, "numBundles": 4})
+        if path == "/admin/v2/namespaces/public/default/antiAffinity":
+            return httpx.Response(200, text="group-1")
+        if path == "/admin/v2/brokers/configuration/runtime":
+            return httpx.Response(200, json={"loadManagerClassName": self.load_manager})
+        if path == "/admin/v2/broker-stats/load-report":
+            if self.load_manager.endswith("ExtensibleLoadManagerImpl"):
+                return httpx.Response(
+                    500,
+                    text="--- An unexpected error occurred in the server ---\n\n"
+                    "Message: java.lang.UnsupportedOperationException\n\nStacktrace:\n\n...",
+                    headers={"Content-Type": "text/plain"},
+                )
+            return httpx.Response(200, json=local_broker_data(host, self.owned[host]))
+        if path.endswith("/split"):
+            if query.get("splitAlgorithmName") == ["nonsense"]:
+                return httpx.Response(
+                    412, json={"reason": "Unsupported split algorithm name nonsense"}
+                )
+            owner = next(
+                b
+                for b, owned in self.owned.items()
+                if any(path.endswith(f"{o.split('/')[-1]}/split") for o in owned)
+            )
+            if owner != host:
+                return elsewhere(owner)
+            return httpx.Response(204)
+        if path.endswith("/unload"):
+            destination = query.get("destinationBroker", [None])[0]
+            if destination is not None and destination not in self.owned:
+                return httpx.Response(
+                    409,
+                    json={"reason": "Not allowed unload namespace bundle to inactive destination"},
+                )
+            if destination is not None and host != B2:  # ML: the leader takes the affinity first
+                return elsewhere(B2)
+            return httpx.Response(204)
+        if path == "/loop":
+            return httpx.Response(307, headers={"Location": f"http://{host}/loop"})
+        return httpx.Response(404, json={"reason": f"no such path {path}"})
+
+
+@pytest.fixture
+def fake():
+    return FakePulsar()
+
+
+@pytest.fixture
+def admin(fake):
+    with PulsarAdmin(f"http://{B1}", token=TOKEN, transport=httpx.MockTransport(fake)) as client:
+        yield client
+
+
+def test_a_redirect_is_followed_with_the_method_the_body_and_the_token(admin, fake):
+    admin.split("public/default/0x80000000_0xc0000000", "specified_positions_divide", [0xA0000000])
+    first, second = fake.requests
+    assert (first.url.host, second.url.host) == ("broker-1", "broker-2")  # 307 to the owner
+    assert second.method == "PUT"
+    assert json.loads(second.content) == [0xA0000000]
+    assert second.headers["authorization"] == f"Bearer {TOKEN}"
+    assert parse_qs(second.url.query.decode())["splitAlgorithmName"] == [
+        "specified_positions_divide"
+    ]
+    # An unload to a destination goes by the leader, then to the owner, token every hop.
+    fake.requests.clear()
+    admin.unload("public/default/0x00000000_0x40000000", destination=B2)
+    assert [r.url.host for r in fake.requests] == ["broker-1", "broker-2"]
+    assert all(r.headers["authorization"] == f"Bearer {TOKEN}" for r in fake.requests)
+
+
+def test_pulsar_s_refusals_carry_its_reason_json_or_text(admin, fake):
+    with pytest.raises(PulsarAdminError) as refused:
+        admin.split("public/default/0x00000000_0x40000000", "nonsense")
+    assert (refused.value.status, refused.value.reason) == (
+        412,
+        "Unsupported split algorithm name nonsense",
+    )
+    with pytest.raises(PulsarAdminError) as inactive:
+        admin.unload("public/default/0x00000000_0x40000000", destination="gone:8080")
+    assert inactive.value.status == 409
+    fake.load_manager = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+    with pytest.raises(PulsarAdminError) as unsupported:
+        admin.load_report(B1)
+    assert unsupported.value.status == 500
+    assert unsupported.value.reason == "Message: java.lang.UnsupportedOperationException"
+    with pytest.raises(PulsarAdminError) as looping:
+        admin.request("GET", "/loop")
+    assert "more than 5 redirects" in looping.value.reason
+    no_token = PulsarAdmin(f"http://{B1}", transport=httpx.MockTransport(fake))
+    with pytest.raises(PulsarAdminError) as unauthorized:
+        no_token.clusters()
+    assert (unauthorized.value.status, unauthorized.value.reason) == (401, "Unauthorized")
+    with pytest.raises(ValueError, match="not a bundle name"):
+        admin.unload("public/default")
+    assert error_reason(httpx.Response(503)) == "Service Unavailable"
+
+
+def test_the_observation_maps_brokers_domains_namespaces_owners_and_load(admin, fake):
+    seen = observe(admin)
+    assert (seen.cluster, seen.brokers, seen.leader) == ("c1", [B1, B2], B2)
+    assert seen.domains == {B1: "zone-a", B2: "zone-b"}
+    assert seen.namespaces == {
+        "public/default": (
+            ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
+            "group-1",
+        )
+    }
+    # Owners from every broker's ownedNamespaces (redirected to it), heartbeats left out.
+    assert seen.owners == {b: owner for owner, owned in fake.owned.items() for b in owned}
+    assert seen.unowned() == ["public/default/0xc0000000_0xffffffff"]
+    assert set(seen.reports) == {B1, B2}
+    assert not seen.extensible
+    assert seen.errors == []
+    # Nothing looked a topic up (a lookup would assign the unowned bundle).
+    assert not any("/lookup/" in str(r.url) for r in fake.requests)
+    assert all(r.method == "GET" for r in fake.requests)
+
+
+def test_a_broker_that_cannot_be_reached_is_named_and_the_rest_stands(admin, fake):
+    fake.down.add(B2)
+    seen = observe(admin)
+    assert seen.owners == dict.fromkeys(fake.owned[B1], B1)
+    assert set(seen.reports) == {B1}
+    assert any(e.startswith(f"{B2}: owned bundles: ConnectError") for e in seen.errors)
+    assert any(e.startswith(f"{B2}: load report") for e in seen.errors)
+    # Under the extensible load manager no report is asked for.
+    fake.down.clear()
+    fake.load_manager = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+    extensible = observe(admin)
+    assert extensible.extensible
+    assert extensible.reports == {}
+
+
+def test_a_load_report_becomes_the_report_fulcrum_ingests(fake):
+    from console.services.ingest import report_parse
+
+    owned = fake.owned[B1] + fake.heartbeats[B1]
+    doc = report_document(B1, local_broker_data(B1, fake.owned[B1]), owned)
+    parsed = report_parse(json.dumps(doc).encode())  # what the ingest path checks
+    assert parsed.name == B1
+    assert doc["bandwidthIn"] == {"usage": 800.0 * 125, "limit": 1.0e7 * 125}  # kbit/s -> bytes/s
+    assert doc["bandwidthOut"] == {"usage": 0.0, "limit": 0.0}  # -1: the NIC's speed is unknown
+    assert doc["cpu"] == {"usage": 240.0, "limit": 800.0}
+    assert doc["timestamp"] == pytest.approx(1690979816.792)
+    assert doc["bundles"] == fake.owned[B1]  # heartbeats left out
+    # Stats only for the bundles it owns now, with Pulsar's counts renamed.
+    assert set(doc["bundleStats"]) == set(fake.owned[B1])
+    stats = doc["bundleStats"]["public/default/0x00000000_0x40000000"]
+    assert (stats["topics"], stats["producers"], stats["consumers"]) == (3, 1, 2)
+    assert is_system_bundle("pulsar/c1/broker-1:8080/0x00000000_0xffffffff")
+    assert not is_system_bundle("pulsar/system/0x00000000_0xffffffff")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d["cpu"].update(usage="high"), "cpu.usage"),
+        (lambda d: d.update(bandwidthIn=[1, 2]), "bandwidthIn"),
+        (lambda d: d.update(msgRateIn=float("nan")), "msgRateIn"),
+        (lambda d: d.update(numTopics=-1), "numTopics"),
+        (
+            lambda d: d["lastStats"]["public/default/0x00000000_0x40000000"].update(topics=True),
+            "lastStats.public/default/0x00000000_0x40000000.topics",
+        ),
+    ],
+)
+def test_a_malformed_load_report_is_refused_naming_the_broker_and_the_field(fake, mutate, field):
+    data = local_broker_data(B1, fake.owned[B1])
+    mutate(data)
+    with pytest.raises(ObservationError) as refused:
+        report_document(B1, data, fake.owned[B1])
+    assert (refused.value.broker, refused.value.field) == (B1, field)
+
+
+def test_an_observation_becomes_the_metadata_store_and_the_live_load(admin, fake, db):
+    from console import loadstore
+    from console.models import Broker, Bundle, Namespace
+    from console.services.pulsar import pulsar_observation_apply
+
+    summary = pulsar_observation_apply(observe(admin))
+    assert summary | {"errors": None} == {
+        "brokers": 2,
+        "bundles": 4,
+        "owned": 3,
+        "unowned": 1,
+        "reports": 2,
+        "unchanged": 0,
+        "refused": [],
+        "errors": None,
+    }
+    domains = dict(Broker.objects.values_list("name", "failure_domain__name"))
+    assert domains == {B1: "zone-a", B2: "zone-b"}
+    namespace = Namespace.objects.get(name="public/default")
+    assert namespace.anti_affinity_group == "group-1"
+    owners = {
+        b.name: b.owner.name if b.owner else None
+        for b in Bundle.objects.select_related("namespace", "owner")
+    }
+    assert owners == {
+        "public/default/0x00000000_0x40000000": B1,
+        "public/default/0x40000000_0x80000000": B1,
+        "public/default/0x80000000_0xc0000000": B2,
+        "public/default/0xc0000000_0xffffffff": None,
+    }
+    # Each report went through the ingest path: the broker's newest entry in the live store.
+    entries = loadstore.entries_get([B1, B2])
+    assert set(entries) == {B1, B2}
+    # The same reports again: Pulsar has not renewed them; nothing refused.
+    again = pulsar_observation_apply(observe(admin))
+    assert (again["reports"], again["unchanged"], again["refused"]) == (0, 2, [])
+    # A split in Pulsar: the parent replaced by its children, owned where Pulsar says.
+    children = ["public/default/0x80000000_0xa0000000", "public/default/0xa0000000_0xc0000000"]
+    fake.owned[B2] = children
+    bounds = ["0x00000000", "0x40000000", "0x80000000", "0xa0000000", "0xc0000000", "0xffffffff"]
+    original = fake.__call__
+
+    def split_done(request):
+        if request.url.path == "/admin/v2/namespaces/public/default/bundles":
+            return httpx.Response(200, json={"boundaries": bounds, "numBundles": 5})
+        return original(request)
+
+    admin._client._transport = httpx.MockTransport(split_done)
+    after = pulsar_observation_apply(observe(admin))
+    assert after["bundles"] == 5
+    names = set(
+        Bundle.objects.filter(owner__name=B2)
+        .select_related("namespace")
+        .values_list("lower", flat=True)
+    )
+    assert names == {0x80000000, 0xA0000000}
+
+
+def test_a_malformed_report_or_boundaries_are_refused_by_name_and_nothing_else_is_lost(
+    admin, fake, db
+):
+    from console.models import Bundle
+    from console.services.pulsar import pulsar_observation_apply
+
+    seen = observe(admin)
+    seen.reports[B1]["cpu"]["usage"] = "busy"
+    seen.namespaces["public/other"] = (["0x00000000", "0x80000000"], None)  # not up to 0xffffffff
+    summary = pulsar_observation_apply(seen)
+    assert summary["reports"] == 1
+    bad_bounds, bad_report = summary["refused"]
+    assert bad_bounds.startswith("public/other: boundaries: must rise from 0x00000000")
+    assert bad_report == f"{B1}: cpu.usage: must be a finite number, not 'busy'"
+    assert Bundle.objects.count() == 4  # the good namespace is there
+
+
+def test_the_beat_task_observes_only_when_a_cluster_is_configured(settings):
+    from console.services.pulsar import pulsar_observe_run
+
+    settings.FULCRUM_PULSAR_URL = ""
+    assert pulsar_observe_run() is None
