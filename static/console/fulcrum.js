@@ -372,6 +372,7 @@ const Fulcrum = (() => {
       layoutOf("CV", {yaxis2: {title: {text: "max/mean"}, overlaying: "y", side: "right", rangemode: "tozero", automargin: true}}), CHART);
     // Hot bundles: the 20 hottest as bars, every listed one in the table.
     const bars = hot.slice(0, 20).reverse();
+    document.getElementById("hot-chart").style.height = `${120 + 22 * bars.length}px`;  // a bar per bundle
     Plotly.newPlot("hot-chart", [{type: "bar", orientation: "h", y: bars.map((b) => b.bundle), x: bars.map((b) => b.throughput_p95),
       marker: {color: bars.map((b) => (b.split_candidate ? "#e15759" : "#4e79a7"))},
       hovertext: bars.map((b) => `${fmtBytes(b.throughput_p95)} p95, ${Math.round(b.msg_rate_p95)} msg/s p95; moved ${b.moves}×`), hoverinfo: "text"}],
