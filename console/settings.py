@@ -224,6 +224,9 @@ FULCRUM_REPLAY_MAX_BUNDLES = int(os.environ.get("FULCRUM_REPLAY_MAX_BUNDLES", "1
 
 SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[*]")
 SPARK_SUBMIT = os.environ.get("SPARK_SUBMIT", "spark-submit")
+# The driver's heap (with local[*] the executors' too): 512m fits the demo; 2g for months of a
+# thousand brokers (tests/benchmarks/spark_history.py).
+SPARK_DRIVER_MEMORY = os.environ.get("SPARK_DRIVER_MEMORY", "512m")
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)

@@ -72,7 +72,7 @@ def spark_submit_command(
         "--conf",
         "spark.ui.enabled=false",
         "--conf",
-        "spark.driver.memory=512m",
+        f"spark.driver.memory={settings.SPARK_DRIVER_MEMORY}",
         "--conf",
         "spark.driver.host=127.0.0.1",
         "--conf",

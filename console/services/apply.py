@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
@@ -87,8 +88,12 @@ def plan_apply(
         note: the operator's own reason, recorded first in every audit row of the plan.
 
     Raises:
-        ConsoleError: 409 for a stale plan when ``refuse_stale``.
+        ConsoleError: 409 for a stale plan when ``refuse_stale``; 409 for an operator's plan
+            while Fulcrum observes a Pulsar cluster (``FULCRUM_PULSAR_URL``), where it does not
+            act yet.
     """
+    if settings.FULCRUM_PULSAR_URL:
+        return _observe_only(plan, now=now, actor=actor, kind=kind)
     with transaction.atomic():
         planned = plan.planned()
         if any(a.kind in (ActionKind.UNLOAD, ActionKind.PLACE, ActionKind.SPLIT) for a in planned):
@@ -339,4 +344,25 @@ def _split(
         reason=_said(action),
         decision=decision,
         load_before=_figures(plan, action.source),
+    )
+
+
+OBSERVE_ONLY = (
+    "observe-only: Fulcrum observes the Pulsar cluster at FULCRUM_PULSAR_URL and does not act on "
+    "it (its owners and load come from Pulsar)"
+)
+
+
+def _observe_only(plan: CyclePlan, *, now: datetime, actor: User | None, kind: str) -> Decision:
+    """Attached to a Pulsar cluster: the balancer's plans are recorded, not applied (Pulsar owns
+    the bundles; the metadata store follows its observation); an operator's is refused."""
+    if actor is not None:
+        raise ConsoleError(f"{OBSERVE_ONLY}; nothing was changed", status=409)
+    return Decision.objects.create(
+        at=now,
+        kind=kind,
+        strategy=plan.strategy,
+        reason=plan.reason,
+        summary=f"{OBSERVE_ONLY}; planned, not applied: {plan.summary()}"[:2000],
+        details=plan.as_dict() | {"observeOnly": True},
     )

@@ -378,3 +378,35 @@ def test_the_beat_task_observes_only_when_a_cluster_is_configured(settings):
 
     settings.FULCRUM_PULSAR_URL = ""
     assert pulsar_observe_run() is None
+
+
+def test_attached_to_pulsar_the_balancer_records_its_plans_and_applies_none(
+    cluster, operator, settings
+):
+    """Observe-only: the tick's plan is a decision that moved nothing; an operator's move is
+    refused with the reason."""
+    from console.models import AuditEvent, Bundle, Decision
+    from console.services import bundle_unload, shedding_tick_run
+    from console.services.errors import ConsoleError
+    from tests.conftest import ingest, report
+
+    brokers = ["broker-1", "broker-2", "broker-3"]
+    bundles = list(Bundle.objects.select_related("namespace").order_by("namespace__name", "lower"))
+    from console.models import Broker
+
+    owner = Broker.objects.get(name="broker-1")
+    Bundle.objects.update(owner=owner)
+    for name, cpu in zip(brokers, (95, 5, 5), strict=True):
+        ingest(report(name, cpu, bundles=[b.name for b in bundles] if name == "broker-1" else []))
+    settings.FULCRUM_PULSAR_URL = "http://broker-1:8080"
+    decision = shedding_tick_run()
+    assert decision is not None
+    assert decision.summary.startswith("observe-only")
+    assert decision.details["observeOnly"] is True
+    assert set(Bundle.objects.values_list("owner__name", flat=True)) == {"broker-1"}
+    assert not AuditEvent.objects.filter(action="unload").exists()
+    with pytest.raises(ConsoleError) as refused:
+        bundle_unload(bundles[0].name, actor=operator, note="try")
+    assert refused.value.status == 409
+    assert "observe-only" in refused.value.message
+    assert Decision.objects.count() == 1
