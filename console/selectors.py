@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import gc
 import itertools
 import json
@@ -547,33 +548,51 @@ def bounces(*, since: datetime, until: datetime | None = None) -> list[dict[str,
 
 def flip_flops(*, since: datetime, until: datetime | None = None) -> list[dict[str, Any]]:
     """Brokers flip-flopping: within one hour a broker gave bundles away, then received, then
-    gave again (or received, gave, received): the balancer changed its mind about it twice.
-    One entry per move completing such a pattern from ``since`` to ``until`` (newest first):
-    ``{"id" (that move's audit id), "broker", "at" (ISO, UTC), "firstAt" (the pattern's first
-    move), "pattern" (e.g. "gave 2, took 1, gave 1"), "decision"}``."""
+    gave again (or received, gave, received): the balancer changed its mind about it twice. The
+    moves of one decision are one step per broker, by their balance (a swap, one bundle each
+    way, is no step). One entry per decision completing such a pattern from ``since`` to
+    ``until`` (newest first): ``{"id" (its last move's audit id), "broker", "at" (ISO, UTC),
+    "firstAt" (the pattern's first step), "pattern" (e.g. "gave 2, took 1, gave 1"),
+    "decision"}``."""
     until = until or datetime.now(UTC)
-    # broker -> its moves in the window: (at, "gave" | "took")
-    seen: dict[str, list[tuple[datetime, str]]] = {}
-    out = []
+    # The moves grouped by decision (a move without one is a group of its own), in order.
+    groups: list[tuple[Any, int, datetime, dict[str, int]]] = []
+    keys: dict[Any, int] = {}
     for pk, _, source, destination, at, decision in _moves(since, until):
-        for broker, way in ((source, "gave"), (destination, "took")):
-            if not broker:
+        key = decision if decision is not None else ("move", pk)
+        if key not in keys:
+            keys[key] = len(groups)
+            groups.append((decision, pk, at, {}))
+        index = keys[key]
+        decision_id, _, first_at, net = groups[index]
+        groups[index] = (decision_id, pk, first_at, net)
+        if source:
+            net[source] = net.get(source, 0) + 1
+        if destination:
+            net[destination] = net.get(destination, 0) - 1
+    # broker -> its steps in the window: (at, "gave" | "took", how many)
+    seen: dict[str, list[tuple[datetime, str, int]]] = {}
+    out = []
+    for decision, last_pk, at, net in groups:
+        for broker, balance in sorted(net.items()):
+            if balance == 0:
                 continue
+            step = (at, "gave" if balance > 0 else "took", abs(balance))
             recent = [m for m in seen.get(broker, ()) if at - m[0] <= timedelta(hours=1)]
-            recent.append((at, way))
+            recent.append(step)
             seen[broker] = recent
             runs: list[list[Any]] = []  # [way, count, first at]
-            for t, w in recent:
-                if runs and runs[-1][0] == w:
-                    runs[-1][1] += 1
+            for t, way, count in recent:
+                if runs and runs[-1][0] == way:
+                    runs[-1][1] += count
                 else:
-                    runs.append([w, 1, t])
-            # A flip-flop is completed by the move that starts a third run.
-            if len(runs) >= 3 and runs[-1][1] == 1 and at >= since:
+                    runs.append([way, count, t])
+            # A flip-flop is completed by the step that starts a third run.
+            if len(runs) >= 3 and runs[-1][2] == at and at >= since:
                 last = runs[-3:]
                 out.append(
                     {
-                        "id": pk,
+                        "id": last_pk,
                         "broker": broker,
                         "at": at.astimezone(UTC).isoformat(),
                         "firstAt": last[0][2].astimezone(UTC).isoformat(),
@@ -682,9 +701,12 @@ REPORT_RESULTS: Final = (
 )
 
 
-def report_results(run: ReportRun, name: str, *, limit: int = 1000) -> dict[str, Any]:
+def report_results(
+    run: ReportRun, name: str, *, limit: int = 1000, newest: bool = False
+) -> dict[str, Any]:
     """The rows of one result a run wrote (JSON lines under ``FULCRUM_REPORTS_DIR/run-<id>/
-    <name>/``), in the job's order: ``{"rows", "truncated" (more than ``limit``)}``; none when
+    <name>/``), in the job's order (oldest first for time series): the first ``limit``, or with
+    ``newest`` the last ``limit``; ``{"rows", "truncated" (more rows were written)}``; none when
     the run wrote none.
 
     Raises:
@@ -697,20 +719,23 @@ def report_results(run: ReportRun, name: str, *, limit: int = 1000) -> dict[str,
         )
     if not 1 <= limit <= 5000:
         raise ConsoleError("the limit is 1 to 5,000 rows", field="limit")
-    rows: list[dict[str, Any]] = []
+    rows: collections.deque[dict[str, Any]] = collections.deque(maxlen=limit if newest else None)
+    seen = 0
     directory = Path(settings.FULCRUM_REPORTS_DIR) / f"run-{run.pk}" / name
     for part in sorted(directory.glob("part-*.json")):
         with part.open() as lines:
             for line in lines:
                 if not line.strip():
                     continue
-                if len(rows) == limit:
-                    return {"rows": rows, "truncated": True}
                 try:
-                    rows.append(json.loads(line))
+                    row = json.loads(line)
                 except ValueError:
                     continue  # a torn line: left out
-    return {"rows": rows, "truncated": False}
+                seen += 1
+                if not newest and len(rows) == limit:
+                    return {"rows": list(rows), "truncated": True}
+                rows.append(row)
+    return {"rows": list(rows), "truncated": seen > len(rows)}
 
 
 def cv_series(*, limit: int = 360) -> dict[str, list[Any]]:

@@ -253,6 +253,9 @@ CELERY_TASK_ROUTES = {
     # Compaction shares the reports worker (one task at a time): no Spark job reads a
     # partition while it is rewritten.
     "console.tasks.history_compact": {"queue": "reports"},
+    # Observing a Pulsar cluster waits on its brokers: a worker of its own, never the shedding
+    # loop's (celery -A console worker -Q pulsar --pool=solo).
+    "console.tasks.pulsar_observe": {"queue": "pulsar"},
 }
 # Beat wakes the shedding tick this often; the tick itself runs every BalancerConfig.loop_interval_s
 # (default 10 s: the demo's trace plays 30x faster than real time, so about five simulated
@@ -274,15 +277,19 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": FULCRUM_HISTORY_COMPACT_S,
     },
     "load-reports-fold": {"task": "console.tasks.load_reports_fold", "schedule": 5.0},
-    "pulsar-observe": {
-        "task": "console.tasks.pulsar_observe",
-        "schedule": FULCRUM_PULSAR_OBSERVE_S,
-    },
     "optimality-measure": {
         "task": "console.tasks.optimality_measure",
         "schedule": float(os.environ.get("FULCRUM_OPTIMALITY_S", "60")),
     },
 }
+
+if FULCRUM_PULSAR_URL:
+    # Only with a cluster to observe; a pass that waited past the next one is dropped.
+    CELERY_BEAT_SCHEDULE["pulsar-observe"] = {
+        "task": "console.tasks.pulsar_observe",
+        "schedule": FULCRUM_PULSAR_OBSERVE_S,
+        "options": {"expires": FULCRUM_PULSAR_OBSERVE_S},
+    }
 
 LOGGING = {
     "version": 1,

@@ -480,7 +480,10 @@ class ReportRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return Response(ReportRunOutput(run).data)
 
     @extend_schema(
-        parameters=[OpenApiParameter("limit", int, description="rows, at most 5,000")],
+        parameters=[
+            OpenApiParameter("limit", int, description="rows, at most 5,000"),
+            OpenApiParameter("newest", bool, description="the last rows instead of the first"),
+        ],
         responses=dict,
     )
     @action(detail=True, methods=["get"], url_path=r"results/(?P<name>[a-z_]+)")
@@ -490,4 +493,7 @@ class ReportRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             limit = int(request.query_params.get("limit", "1000"))
         except ValueError:
             raise serializers.ValidationError({"limit": ["a whole number"]}) from None
-        return Response(selectors.report_results(self.get_object(), name, limit=limit))
+        newest = request.query_params.get("newest") in ("1", "true")
+        return Response(
+            selectors.report_results(self.get_object(), name, limit=limit, newest=newest)
+        )

@@ -175,7 +175,14 @@ class PulsarAdmin:
                         response.status_code, "a redirect without Location", method, url
                     )
                 # The Location carries the query Pulsar wants (authoritative=...): send it as is.
-                url, params = urljoin(url, location), None
+                target = urljoin(url, location)
+                scheme, before = urlsplit(target).scheme, urlsplit(url).scheme
+                if scheme not in ("http", "https") or (before == "https" and scheme != "https"):
+                    # The token never goes to another scheme, nor from https down to http.
+                    raise PulsarAdminError(
+                        response.status_code, f"a redirect to {target} refused", method, url
+                    )
+                url, params = target, None
             else:
                 raise PulsarAdminError(
                     response.status_code, f"more than {MAX_HOPS} redirects", method, url
@@ -183,6 +190,32 @@ class PulsarAdmin:
         if response.status_code >= 400:
             raise PulsarAdminError(response.status_code, error_reason(response), method, url)
         return response
+
+    def get_object(self, path: str, *, broker: str | None = None) -> dict[str, Any]:
+        """GET ``path``: a JSON object (an empty body: {}).
+
+        Raises:
+            PulsarAdminError: as ``get_json``, or a body that is not a JSON object.
+        """
+        body = self.get_json(path, broker=broker)
+        if body is None:
+            return {}
+        if not isinstance(body, dict):
+            raise PulsarAdminError(200, f"{path}: not a JSON object", "GET", self.service_url)
+        return body
+
+    def get_list(self, path: str, *, broker: str | None = None) -> list[Any]:
+        """GET ``path``: a JSON array (an empty body: []).
+
+        Raises:
+            PulsarAdminError: as ``get_json``, or a body that is not a JSON array.
+        """
+        body = self.get_json(path, broker=broker)
+        if body is None:
+            return []
+        if not isinstance(body, list):
+            raise PulsarAdminError(200, f"{path}: not a JSON array", "GET", self.service_url)
+        return body
 
     def get_json(self, path: str, *, broker: str | None = None) -> Any:
         """GET ``path`` as JSON.
@@ -221,15 +254,15 @@ class PulsarAdmin:
 
     def clusters(self) -> list[str]:
         """E1: the cluster names."""
-        return list(self.get_json("/admin/v2/clusters") or [])
+        return [str(c) for c in self.get_list("/admin/v2/clusters")]
 
     def brokers(self, cluster: str) -> list[str]:
         """E2: the active brokers' ids (``host:port``)."""
-        return sorted(self.get_json(f"/admin/v2/brokers/{quote(cluster, safe='')}") or [])
+        return sorted(str(b) for b in self.get_list(f"/admin/v2/brokers/{quote(cluster, safe='')}"))
 
     def leader(self) -> dict[str, Any]:
         """E3: ``{"serviceUrl", "brokerId" (≥ 3.x)}``."""
-        return dict(self.get_json("/admin/v2/brokers/leaderBroker") or {})
+        return self.get_object("/admin/v2/brokers/leaderBroker")
 
     def owned_bundles(self, cluster: str, broker_id: str) -> dict[str, dict[str, Any]]:
         """E4: bundle name -> ownership status, of one broker (redirected to it)."""
@@ -237,27 +270,32 @@ class PulsarAdmin:
             f"/admin/v2/brokers/{quote(cluster, safe='')}/{quote(broker_id, safe=':')}"
             "/ownedNamespaces"
         )
-        return dict(self.get_json(path) or {})
+        return self.get_object(path)
 
     def failure_domains(self, cluster: str) -> dict[str, list[str]]:
         """E5: domain -> broker ids."""
-        domains = self.get_json(f"/admin/v2/clusters/{quote(cluster, safe='')}/failureDomains")
+        domains = self.get_object(f"/admin/v2/clusters/{quote(cluster, safe='')}/failureDomains")
         return {
-            name: list((value or {}).get("brokers", [])) for name, value in (domains or {}).items()
+            str(name): [str(b) for b in value.get("brokers", [])]
+            for name, value in domains.items()
+            if isinstance(value, dict) and isinstance(value.get("brokers", []), list)
         }
 
     def tenants(self) -> list[str]:
         """E6."""
-        return list(self.get_json("/admin/v2/tenants") or [])
+        return [str(t) for t in self.get_list("/admin/v2/tenants")]
 
     def namespaces(self, tenant: str) -> list[str]:
         """E7: ``tenant/namespace`` names."""
-        return list(self.get_json(f"/admin/v2/namespaces/{quote(tenant, safe='')}") or [])
+        return [str(n) for n in self.get_list(f"/admin/v2/namespaces/{quote(tenant, safe='')}")]
 
     def bundle_boundaries(self, namespace: str) -> list[str]:
         """E8: the namespace's boundaries, ``["0x00000000", …, "0xffffffff"]``."""
-        data = self.get_json(f"/admin/v2/namespaces/{namespace}/bundles") or {}
-        return list(data.get("boundaries", []))
+        data = self.get_object(f"/admin/v2/namespaces/{namespace}/bundles")
+        boundaries = data.get("boundaries", [])
+        if not isinstance(boundaries, list):
+            raise PulsarAdminError(200, f"{namespace}: boundaries not a list", "GET", namespace)
+        return [str(b) for b in boundaries]
 
     def anti_affinity_group(self, namespace: str) -> str | None:
         """E9: the namespace's anti-affinity group; None when unset (204 or an empty body)."""
@@ -276,17 +314,19 @@ class PulsarAdmin:
         Raises:
             PulsarAdminError: 500 under the extensible load manager, which serves no report.
         """
-        return dict(self.get_json("/admin/v2/broker-stats/load-report", broker=broker_id) or {})
+        return self.get_object("/admin/v2/broker-stats/load-report", broker=broker_id)
 
     def runtime_config(self, broker_id: str | None = None) -> dict[str, str]:
         """E17: every effective configuration value (strings), of one broker or any."""
-        return dict(
-            self.get_json("/admin/v2/brokers/configuration/runtime", broker=broker_id) or {}
-        )
+        runtime = self.get_object("/admin/v2/brokers/configuration/runtime", broker=broker_id)
+        return {str(k): str(v) for k, v in runtime.items()}
 
     def dynamic_overrides(self) -> dict[str, str]:
         """E16: the dynamic configuration's overrides (strings)."""
-        return dict(self.get_json("/admin/v2/brokers/configuration/values") or {})
+        return {
+            str(k): str(v)
+            for k, v in self.get_object("/admin/v2/brokers/configuration/values").items()
+        }
 
     # -- act ------------------------------------------------------------------------------------
 

@@ -25,7 +25,9 @@ from typing import Any, Final
 
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError, broker_host
 
-SYSTEM_NAMESPACE: Final = re.compile(r"^pulsar/(?:[^/]+/)?[^/:]+:\d+(?:/|$)")
+# Heartbeat (pulsar/<cluster>/<host:port>, pulsar/<host:port>) and SLA-monitor
+# (sla-monitor/<cluster>/<host:port>) namespaces: Pulsar's NamespaceService patterns.
+SYSTEM_NAMESPACE: Final = re.compile(r"^(?:pulsar/(?:[^/]+/)?|sla-monitor/[^/]+/)[^/:]+:\d+(?:/|$)")
 EXTENSIBLE: Final = "ExtensibleLoadManagerImpl"
 KBIT_TO_BYTES: Final = 1000 / 8  # Pulsar reports bandwidth in kbit/s
 RESOURCES: Final = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
@@ -41,7 +43,8 @@ class ObservationError(ValueError):
 
 
 def is_system_bundle(bundle: str) -> bool:
-    """A heartbeat or SLA-monitor bundle (``pulsar/<broker id>/…``): never moved."""
+    """A heartbeat or SLA-monitor bundle (``pulsar/[<cluster>/]<broker id>/…``,
+    ``sla-monitor/<cluster>/<broker id>/…``): never moved."""
     return bool(SYSTEM_NAMESPACE.match(bundle))
 
 
@@ -56,6 +59,8 @@ class Observation:
         owners: bundle -> the broker id that owns it (system bundles left out).
         reports: broker id -> its ``LocalBrokerData``; errors: what could not be read, each
             "<broker or namespace>: <reason>" (the rest of the observation stands).
+        unknown_owners: brokers whose owned bundles could not be read (their bundles keep the
+            owner known before).
         load_manager: the effective ``loadManagerClassName`` ("" when unknown).
     """
 
@@ -68,6 +73,7 @@ class Observation:
     reports: dict[str, dict[str, Any]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     load_manager: str = ""
+    unknown_owners: set[str] = field(default_factory=set)
 
     @property
     def extensible(self) -> bool:
@@ -129,9 +135,11 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
         else:
             found[namespace] = state
     owners: dict[str, str] = {}
+    unknown: set[str] = set()
     for broker, owned in admin.each(brokers, lambda b: admin.owned_bundles(name, b)):
         if isinstance(owned, PulsarAdminError):
             errors.append(f"{broker}: owned bundles: {owned.reason}")
+            unknown.add(broker)
             continue
         for bundle in owned:
             if not is_system_bundle(bundle):
@@ -148,7 +156,11 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
                 errors.append(f"{broker}: load report: {report.reason}")
             else:
                 reports[broker] = report
-    return Observation(name, brokers, leader, domains, found, owners, reports, errors, load_manager)
+    for broker in unknown:
+        reports.pop(broker, None)  # its bundles are unknown: its report cannot be checked
+    return Observation(
+        name, brokers, leader, domains, found, owners, reports, errors, load_manager, unknown
+    )
 
 
 def _number(broker: str, where: str, value: Any) -> float:

@@ -140,34 +140,34 @@ def report_run_execute(run_id: int) -> ReportRun:
     """Run the Spark job of a queued ReportRun: progress saved and published as the job prints
     it, stopped when an operator cancels or after ``TIMEOUT_S``; the run ends succeeded (with the
     job's summary), failed (with the reason) or cancelled."""
+    started = timezone.now()
+    # Taken only if still queued: a cancel that came first stands.
+    if not ReportRun.objects.filter(pk=run_id, status=ReportRun.Status.QUEUED).update(
+        status=ReportRun.Status.RUNNING, started_at=started, stage="starting"
+    ):
+        return ReportRun.objects.get(pk=run_id)
     run = ReportRun.objects.get(pk=run_id)
-    if run.status != ReportRun.Status.QUEUED:
-        return run  # cancelled while it waited
     history_dir = Path(settings.FULCRUM_HISTORY_DIR)
     output_dir = run_dir(run)
-    run.status, run.started_at, run.stage = ReportRun.Status.RUNNING, timezone.now(), "starting"
-    run.save(update_fields=["status", "started_at", "stage"])
     _publish(run)
     missing = _missing_history(run, history_dir)
     if missing:
         return _finish(run, ReportRun.Status.FAILED, missing, "")
-    shutil.rmtree(output_dir, ignore_errors=True)
-    output_dir.mkdir(parents=True)
-    _balancer_zip(output_dir)
     try:
+        shutil.rmtree(output_dir, ignore_errors=True)
+        output_dir.mkdir(parents=True)
+        _balancer_zip(output_dir)
         arguments = _arguments(run, output_dir)
-    except Exception as exc:  # a config that cannot be replayed fails the run, not the worker
-        return _finish(
-            run, ReportRun.Status.FAILED, f"the candidates could not be built: {exc}", ""
+        proc = subprocess.Popen(
+            spark_submit_command(run, history_dir, output_dir, arguments),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=_env(),
+            start_new_session=True,  # its own process group: a cancel stops JVM and workers
         )
-    proc = subprocess.Popen(
-        spark_submit_command(run, history_dir, output_dir, arguments),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=_env(),
-        start_new_session=True,  # its own process group: a cancel stops the JVM and Python workers
-    )
+    except Exception as exc:  # a job that cannot start fails its run, never the worker
+        return _finish(run, ReportRun.Status.FAILED, f"the job could not start: {exc}", "")
     lines: deque[str] = deque(maxlen=400)
     outcome = _follow(run, proc, lines)
     tail = "\n".join(list(lines)[-60:])
@@ -252,6 +252,17 @@ def _publish(run: ReportRun) -> None:
 
 def _finish(run: ReportRun, status: str, reason: str, log_tail: str) -> ReportRun:
     run.status, run.finished_at, run.reason, run.log_tail = status, timezone.now(), reason, log_tail
-    run.save()
+    run.save(
+        update_fields=[
+            "status",
+            "finished_at",
+            "reason",
+            "log_tail",
+            "summary",
+            "done",
+            "total",
+            "stage",
+        ]
+    )
     _publish(run)
     return run

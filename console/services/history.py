@@ -10,9 +10,11 @@
 
 ``history_flush`` appends what is new (once a minute: small files); ``history_compact`` merges a
 partition's small files into files of at least ``COMPACT_ROWS`` rows and drops partitions older
-than ``FULCRUM_HISTORY_RETENTION_DAYS``. Both run on the reports worker, one task at a time, so a
-Spark job never reads a partition while it is compacted. A flush that dies between its Parquet
-write and its watermark writes those rows again at the next flush.
+than ``FULCRUM_HISTORY_RETENTION_DAYS``; it runs on the reports worker, one task at a time, so a
+Spark job never reads a partition while it is compacted. Every file is written under a hidden
+name and renamed into place. A flush that dies before its watermark is saved writes the same
+batch again under the same name (named by its first row), replacing it; a compaction that dies
+half way is finished or undone by the next one (its journal).
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ log = logging.getLogger(__name__)
 TABLES: Final = ("brokers", "bundles", "snapshots", "actions")
 # A compacted file holds at least this many rows (Spark reads few large files much faster).
 COMPACT_ROWS: Final = 50_000
-WATERMARKS: Final = "_watermarks.json"  # Spark skips files starting with "_"
+WATERMARKS: Final = "_watermarks.json"  # Spark skips files starting with "_" or "."
+COMPACT_JOURNAL: Final = "_compaction.json"
 
 _AT = pa.timestamp("us", tz="UTC")
 BROKER_SCHEMA = pa.schema(
@@ -108,13 +111,21 @@ def _pct(usage: float, limit: float) -> float:
 
 
 def _write(directory: Path, table_name: str, table: pa.Table, tag: str) -> None:
-    if table.num_rows:
-        pq.write_to_dataset(
-            table,
-            root_path=str(directory / table_name),
-            partition_cols=["date"],
-            basename_template=f"part-{tag}-{uuid.uuid4().hex[:8]}-{{i}}.parquet",
-        )
+    """Write ``table``'s rows into ``<table_name>/date=<day>/part-<tag>.parquet``, one file per
+    day, each written to a hidden name first and renamed into place (a reader never sees half a
+    file). ``tag`` names the batch by its first row: a batch written again after a crash (its
+    watermark not saved) replaces its file instead of adding its rows twice."""
+    if not table.num_rows:
+        return
+    days = table.column("date").to_pylist()
+    body = table.drop(["date"])
+    for day in sorted(set(days)):
+        rows = body.filter(pa.array([d == day for d in days]))
+        folder = directory / table_name / f"date={day}"
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
+        pq.write_table(rows, tmp)
+        os.replace(tmp, folder / f"part-{tag}.parquet")
 
 
 def _watermarks(directory: Path) -> dict[str, float]:
@@ -191,7 +202,7 @@ def _brokers_flush(directory: Path, batch: int) -> int:
             ],
             schema=BROKER_SCHEMA,
         )
-        _write(directory, "brokers", table, f"{rows[0].pk}-{rows[-1].pk}")
+        _write(directory, "brokers", table, f"{rows[0].pk}")
         LoadReport.objects.filter(pk__in=[r.pk for r in rows]).update(exported=True)
     return len(rows)
 
@@ -255,10 +266,18 @@ def _snapshots_flush(directory: Path, marks: dict[str, float]) -> int:
     return int(snapshots.num_rows + bundles.num_rows)
 
 
+# Audited actions are exported once this old: on PostgreSQL ids are handed out before commit, so
+# a younger id may still commit below the watermark.
+ACTIONS_LAG_S: Final = 60.0
+
+
 def _actions_flush(directory: Path, marks: dict[str, float], batch: int) -> int:
     after = int(marks.get("actions", 0))
+    settled = timezone.now() - timedelta(seconds=ACTIONS_LAG_S)
     events = list(
-        AuditEvent.objects.filter(pk__gt=after).select_related("actor").order_by("id")[:batch]
+        AuditEvent.objects.filter(pk__gt=after, at__lt=settled)
+        .select_related("actor")
+        .order_by("id")[:batch]
     )
     if not events:
         return 0
@@ -280,7 +299,7 @@ def _actions_flush(directory: Path, marks: dict[str, float], batch: int) -> int:
         ],
         schema=ACTION_SCHEMA,
     )
-    _write(directory, "actions", table, f"{events[0].pk}-{events[-1].pk}")
+    _write(directory, "actions", table, f"{events[0].pk}")
     marks["actions"] = float(events[-1].pk)
     _watermarks_put(directory, marks)
     return len(events)
@@ -314,23 +333,44 @@ def history_compact(
                 shutil.rmtree(partition, ignore_errors=True)
                 counts["dropped"] += 1
                 continue
+            _compaction_finish(partition)
             small = [
                 (p, pq.ParquetFile(p).metadata.num_rows)
-                for p in sorted(partition.glob("*.parquet"))
+                for p in sorted(partition.glob("part-*.parquet"))
             ]
             small = [(p, n) for p, n in small if n < min_rows]
             total = sum(n for _, n in small)
             if len(small) < 2 or (total < min_rows and day >= today):
                 continue
             table = pa.concat_tables([pq.read_table(p, partitioning=None) for p, _ in small])
-            tmp = partition / f".compact-{uuid.uuid4().hex[:8]}.parquet"
+            name = f"part-compact-{uuid.uuid4().hex[:8]}.parquet"
+            tmp = partition / f".{name}"
             pq.write_table(table, tmp, row_group_size=1_000_000)
-            os.replace(tmp, partition / f"part-compact-{uuid.uuid4().hex[:8]}.parquet")
-            for p, _ in small:
-                p.unlink()
+            # The journal lets a compaction that died half way finish: the merged file in place,
+            # the files it replaces deleted (never both kept, never neither).
+            journal = {"merged": name, "inputs": [p.name for p, _ in small]}
+            (partition / COMPACT_JOURNAL).write_text(json.dumps(journal))
+            os.replace(tmp, partition / name)
+            _compaction_finish(partition)
             counts["merged"] += len(small)
             counts["written"] += 1
     return counts
+
+
+def _compaction_finish(partition: Path) -> None:
+    """Finish or undo a compaction of ``partition`` that a crash interrupted: with its merged
+    file in place the replaced files go; without it, the half-written merge goes."""
+    journal_path = partition / COMPACT_JOURNAL
+    try:
+        journal = json.loads(journal_path.read_text())
+    except (OSError, ValueError):
+        journal = None
+    if isinstance(journal, dict) and (partition / str(journal.get("merged"))).exists():
+        for name in journal.get("inputs", []):
+            (partition / str(name)).unlink(missing_ok=True)
+    for leftover in partition.glob(".part-compact-*"):
+        leftover.unlink(missing_ok=True)
+    journal_path.unlink(missing_ok=True)
 
 
 def load_reports_prune(*, retention_s: float | None = None) -> int:

@@ -103,6 +103,11 @@ def pulsar_observation_apply(seen: Observation) -> dict[str, Any]:
                 label = f"{name}/0x{lower:08x}_0x{upper:08x}"
                 owner = brokers.get(seen.owners.get(label, ""))
                 bundle = existing.get((lower, upper))
+                if owner is None and bundle is not None and bundle.owner_id is not None:
+                    # Its owner's list could not be read this time: it keeps the owner it had.
+                    known = next((b for b in brokers.values() if b.pk == bundle.owner_id), None)
+                    if known is not None and known.name in seen.unknown_owners:
+                        owner = known
                 if bundle is None:
                     Bundle.objects.create(
                         namespace=namespace, lower=lower, upper=upper, owner=owner

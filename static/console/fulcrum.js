@@ -343,9 +343,15 @@ const Fulcrum = (() => {
     if (latest.advisor) advisorRanking(latest.advisor, isOperator);
   }
 
-  const results = async (run, name, limit) => {
-    const response = await fetch(`/api/reports/${run}/results/${name}/?limit=${limit || 1000}`, {credentials: "same-origin"});
-    return response.ok ? (await response.json()).rows : [];
+  // A result's rows; time series ask for their newest rows and say on the page when older
+  // ones were left out.
+  const cut = [];
+  const results = async (run, name, limit, newest) => {
+    const response = await fetch(`/api/reports/${run}/results/${name}/?limit=${limit || 1000}${newest ? "&newest=1" : ""}`, {credentials: "same-origin"});
+    if (!response.ok) return [];
+    const body = await response.json();
+    if (body.truncated) cut.push(`${name.replace(/_/g, " ")}: the newest ${body.rows.length}`);
+    return body.rows;
   };
   const CHART = {displayModeBar: false, responsive: true};
   const layoutOf = (y, extra) => ({margin: {t: 10, r: 60, b: 40, l: 70}, xaxis: {type: "date", title: {text: "UTC"}, automargin: true},
@@ -353,8 +359,10 @@ const Fulcrum = (() => {
 
   async function reportCharts(run) {
     const [hours, minutes, hot, moves, namespaces] = await Promise.all([
-      results(run, "broker_hours", 5000), results(run, "cluster_minutes", 5000), results(run, "hot_bundles", 200),
-      results(run, "move_effects", 2000), results(run, "namespace_hours", 5000)]);
+      results(run, "broker_hours", 5000, true), results(run, "cluster_minutes", 5000, true), results(run, "hot_bundles", 200),
+      results(run, "move_effects", 2000, true), results(run, "namespace_hours", 5000, true)]);
+    document.getElementById("report-cut").textContent = cut.length
+      ? `Long history: the charts show ${cut.join("; ")} rows (the API serves at most 5,000 per request).` : "";
     // CPU p95 per broker and hour as lines (the 20 hottest brokers), the moves as markers.
     const byBroker = {};
     hours.forEach((r) => { (byBroker[r.broker] = byBroker[r.broker] || []).push(r); });

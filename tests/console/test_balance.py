@@ -197,3 +197,29 @@ def test_the_bundle_map_says_when_a_bundle_in_cool_down_may_move_again(fulcrum_c
         rows[(first.namespace.name, first.lower)][7] == (NOW + timedelta(seconds=500)).isoformat()
     )
     assert rows[(second.namespace.name, second.lower)][7] is None
+
+
+def test_a_swap_in_one_decision_is_no_step_of_a_flip_flop(fulcrum_cluster):
+    decision = Decision.objects.create(
+        at=NOW - timedelta(minutes=30),
+        kind=Decision.Kind.SHED,
+        strategy="FulcrumShedder",
+        reason="LoadImbalance",
+        summary="swap",
+    )
+    move("acme/orders/0x00000000_0x40000000", "broker-1", "broker-2", 40)  # broker-1 gives
+    for bundle, source, destination in (
+        ("acme/orders/0x40000000_0x80000000", "broker-1", "broker-2"),
+        ("acme/orders/0x80000000_0xc0000000", "broker-2", "broker-1"),
+    ):
+        AuditEvent.objects.create(
+            at=decision.at,
+            action=AuditEvent.Action.UNLOAD,
+            target=bundle,
+            source=source,
+            destination=destination,
+            reason="swap",
+            decision=decision,
+        )
+    move("acme/orders/0xc0000000_0xffffffff", "broker-1", "broker-3", 10)  # ... and gives again
+    assert flip_flops(since=NOW - timedelta(hours=1), until=NOW) == []

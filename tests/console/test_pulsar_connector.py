@@ -80,6 +80,8 @@ class FakePulsar:
             B2: ["pulsar/broker-2:8080/0x00000000_0xffffffff"],
         }
         self.down: set[str] = set()
+        self.owned_fails: set[str] = set()
+        self.domains_answer: object = {"zone-a": {"brokers": [B1]}, "zone-b": {"brokers": [B2]}}
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
@@ -108,14 +110,14 @@ class FakePulsar:
             named = path.split("/")[5]
             if named != host:
                 return elsewhere(named)
+            if named in self.owned_fails:
+                return httpx.Response(500, text="--- An unexpected error occurred ---\nTimeout")
             status = {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
             return httpx.Response(
                 200, json=dict.fromkeys(self.owned[named] + self.heartbeats[named], status)
             )
         if path == "/admin/v2/clusters/c1/failureDomains":
-            return httpx.Response(
-                200, json={"zone-a": {"brokers": [B1]}, "zone-b": {"brokers": [B2]}}
-            )
+            return httpx.Response(200, json=self.domains_answer)
         if path == "/admin/v2/tenants":
             return httpx.Response(200, json=["public", "pulsar"])
         if path == "/admin/v2/namespaces/public":
@@ -161,6 +163,8 @@ class FakePulsar:
             if destination is not None and host != B2:  # ML: the leader takes the affinity first
                 return elsewhere(B2)
             return httpx.Response(204)
+        if path == "/downgrade":
+            return httpx.Response(307, headers={"Location": f"http://{B2}/x"})
         if path == "/loop":
             return httpx.Response(307, headers={"Location": f"http://{host}/loop"})
         return httpx.Response(404, json={"reason": f"no such path {path}"})
@@ -410,3 +414,30 @@ def test_attached_to_pulsar_the_balancer_records_its_plans_and_applies_none(
     assert refused.value.status == 409
     assert "observe-only" in refused.value.message
     assert Decision.objects.count() == 1
+
+
+def test_a_broker_whose_bundles_cannot_be_read_keeps_them_and_odd_answers_are_named(
+    admin, fake, db
+):
+    from console.models import Bundle
+    from console.services.pulsar import pulsar_observation_apply
+
+    pulsar_observation_apply(observe(admin))
+    fake.owned_fails.add(B2)
+    fake.domains_answer = ["not", "an", "object"]
+    seen = observe(admin)
+    assert seen.unknown_owners == {B2}
+    assert B2 not in seen.reports  # its bundles unknown: its report is not taken
+    assert any(e.startswith("failure domains:") and "not a JSON object" in e for e in seen.errors)
+    pulsar_observation_apply(seen)
+    kept = Bundle.objects.get(lower=0x80000000)
+    assert kept.owner.name == B2  # not emptied by one failed read
+    assert is_system_bundle("sla-monitor/c1/broker-1:8080/0x00000000_0xffffffff")
+
+
+def test_the_token_never_follows_a_redirect_from_https_down_to_http(fake):
+    secure = PulsarAdmin(f"https://{B1}", token=TOKEN, transport=httpx.MockTransport(fake))
+    with pytest.raises(PulsarAdminError) as refused:
+        secure.request("GET", "/downgrade")
+    assert "refused" in refused.value.reason
+    assert [r.url.scheme for r in fake.requests] == ["https"]

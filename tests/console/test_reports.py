@@ -179,8 +179,7 @@ def test_snapshots_their_bundles_and_actions_are_flushed_once(cluster, tmp_path,
 
 def test_compaction_merges_small_files_and_retention_drops_old_days(cluster, tmp_path):
     seed_history()
-    for _ in range(3):  # three small files of the 20th
-        LoadReport.objects.update(exported=False)
+    for _ in range(3):  # three small files of the 20th: rows 1-3, 4-6, 7-8
         history_flush(directory=tmp_path, batch=3)
     day = tmp_path / "brokers" / "date=2026-11-20"
     before = len(list(day.glob("*.parquet")))
@@ -330,3 +329,40 @@ def test_a_report_runs_unchanged_on_a_standalone_spark_cluster(cluster, tmp_path
     assert (
         "spark://127.0.0.1" in " ".join(run.log_tail.splitlines()) or run.master == standalone_spark
     )
+
+
+def test_a_batch_written_again_replaces_its_file_and_a_broken_compaction_is_finished(
+    cluster, tmp_path
+):
+    import json
+
+    seed_history()
+    history_flush(directory=tmp_path)
+    # The flush died before it marked its rows exported: the same batch, the same file.
+    LoadReport.objects.update(exported=False)
+    history_flush(directory=tmp_path)
+    assert pq.read_table(tmp_path / "brokers").num_rows == 8
+    # A compaction that died after putting its merged file in place, before deleting the files
+    # it replaces: the next one deletes them (no row twice).
+    day = tmp_path / "brokers" / "date=2026-11-20"
+    (original,) = day.glob("part-*.parquet")
+    merged = day / "part-compact-x.parquet"
+    merged.write_bytes(original.read_bytes())
+    (day / "_compaction.json").write_text(
+        json.dumps({"merged": merged.name, "inputs": [original.name]})
+    )
+    (day / ".part-compact-y.parquet").write_bytes(b"half written")
+    history_compact(directory=tmp_path, today=T0.date(), retention_days=0)
+    assert sorted(p.name for p in day.iterdir()) == [merged.name]
+    assert pq.read_table(tmp_path / "brokers").num_rows == 8
+
+
+def test_a_job_that_cannot_start_fails_its_run_with_the_reason(cluster, tmp_path, settings):
+    seed_history()
+    settings.FULCRUM_HISTORY_DIR = tmp_path / "history"
+    settings.FULCRUM_REPORTS_DIR = tmp_path / "out"
+    settings.SPARK_SUBMIT = str(tmp_path / "no-such-spark-submit")
+    history_flush()
+    run = report_run_execute(ReportRun.objects.create(master="local[1]").pk)
+    assert run.status == ReportRun.Status.FAILED
+    assert run.reason.startswith("the job could not start:")
