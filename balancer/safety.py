@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from balancer.config import PulsarConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,3 +36,14 @@ def matching_pattern(bundle: str, patterns: Iterable[str]) -> str | None:
     """The first pattern (``acme/*``, ``*/payments/*``) matching the bundle or its namespace."""
     namespace = bundle.rsplit("/", 1)[0]
     return next((p for p in patterns if fnmatchcase(bundle, p) or fnmatchcase(namespace, p)), None)
+
+
+def cool_down_s(pulsar: PulsarConfig, safety: SafetyConfig | None, *, fulcrum: bool) -> float:
+    """How long (seconds) a moved bundle is left alone: the longest of Fulcrum's cool-down
+    (``safety``), Pulsar's grace period and, under FulcrumShedder (``fulcrum``), its own
+    (``fulcrumBundleCoolDownMinutes``)."""
+    return max(
+        safety.bundle_cool_down_s if safety is not None else 0.0,
+        pulsar.grace_period_s,
+        pulsar.fulcrum_cool_down_s if fulcrum else 0.0,
+    )

@@ -31,6 +31,8 @@ from balancer.load import BrokerLoad
 from balancer.placement.filters import anti_affinity_spread
 from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
+from balancer.safety import cool_down_s as safety_cool_down_s
+from balancer.shedding.fulcrum import NAME as FULCRUM
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 from balancer.splitting.algorithms import TopicLoad
 from balancer.stats import imbalance
@@ -604,14 +606,9 @@ def flip_flops(*, since: datetime, until: datetime | None = None) -> list[dict[s
 
 
 def cool_down_s(config: BalancerConfig, cycle: CycleConfig) -> float:
-    """How long (seconds) the balancer leaves a moved bundle alone: the longest of Fulcrum's
-    cool-down (FULCRUM_BUNDLE_COOL_DOWN_S), Pulsar's grace period and, under FulcrumShedder,
-    its own cool-down (fulcrumBundleCoolDownMinutes)."""
-    return max(
-        cycle.safety.bundle_cool_down_s,
-        cycle.pulsar.grace_period_s,
-        cycle.pulsar.fulcrum_cool_down_s if config.shedder == "FulcrumShedder" else 0.0,
-    )
+    """How long (seconds) the balancer leaves a moved bundle alone under ``config``
+    (``balancer.safety.cool_down_s``)."""
+    return safety_cool_down_s(cycle.pulsar, cycle.safety, fulcrum=config.shedder == FULCRUM)
 
 
 def balance_status(*, now: datetime | None = None) -> dict[str, Any]:
@@ -634,7 +631,7 @@ def balance_status(*, now: datetime | None = None) -> dict[str, Any]:
     now = now or datetime.now(UTC)
     config = balancer_config_get()
     cycle = cycle_config_get(config)
-    fulcrum = config.shedder == "FulcrumShedder"
+    fulcrum = config.shedder == FULCRUM
     used = AuditEvent.objects.filter(
         action=AuditEvent.Action.UNLOAD, at__gte=now - timedelta(hours=1)
     ).count()

@@ -46,7 +46,7 @@ from balancer.config import PulsarConfig
 from balancer.decisions import Reason, SheddingDecision, Skip, Unload
 from balancer.load_model import LoadModel
 from balancer.placement.place import filter_candidates
-from balancer.safety import matching_pattern
+from balancer.safety import cool_down_s, matching_pattern
 from balancer.snapshot import ClusterSnapshot
 
 NAME: Final = "FulcrumShedder"
@@ -132,11 +132,7 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
         return SheddingDecision(
             (), Reason.RATE_LIMITED, tuple(skipped), stats, {"left": left}, NAME
         )
-    cool_down = max(
-        pulsar.fulcrum_cool_down_s,
-        pulsar.grace_period_s,
-        safety.bundle_cool_down_s if safety is not None else 0.0,
-    )
+    cool_down = cool_down_s(pulsar, safety, fulcrum=True)
     blacklist = safety.blacklist if safety is not None else ()
     search = _Search(snapshot, model, pulsar, left, cool_down, blacklist)
     load = model.load.copy()

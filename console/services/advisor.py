@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from django.conf import settings
-
-from balancer.wire import parse_cycle_config
+from balancer.wire import parse_cycle_config, safety_document
 from console import selectors
 from console.models import BalancerConfig
 
@@ -36,13 +34,7 @@ def _cycle(config: BalancerConfig, changes: dict[str, Any]) -> dict[str, Any]:
             "splitAlgorithm": config.split_algorithm,
         },
         "config": parameters,
-        "safety": {
-            "coolDownSeconds": settings.FULCRUM_BUNDLE_COOL_DOWN_S,
-            "maxMovesPerHour": settings.FULCRUM_MAX_MOVES_PER_HOUR,
-            "blacklist": list(settings.FULCRUM_BLACKLIST),
-            "brokerTimeoutSeconds": settings.FULCRUM_BROKER_TIMEOUT_S,
-            "autoSplit": config.is_auto_split_enabled,
-        },
+        "safety": safety_document(selectors.cycle_config_get(config).safety),
     }
 
 

@@ -85,13 +85,7 @@ def report_run_request(*, actor: Any, kind: str = ReportRun.Kind.REPORT) -> Repo
                 field="kind",
             )
         run = ReportRun.objects.create(requested_by=actor, master=settings.SPARK_MASTER, kind=kind)
-        AuditEvent.objects.create(
-            at=timezone.now(),
-            actor=actor,
-            action=AuditEvent.Action.REPORT,
-            target=f"{kind} run {run.pk}",
-            reason=f"operator started {KIND_WORDS[ReportRun.Kind(kind)]}",
-        )
+        _audit(run, actor, f"operator started {KIND_WORDS[ReportRun.Kind(kind)]}")
         # By name, on the route of settings.CELERY_TASK_ROUTES: services never import tasks.
         transaction.on_commit(lambda: app.send_task(REPORT_TASK, args=[run.pk]))
     return run
@@ -116,16 +110,20 @@ def report_run_cancel(run_id: int, *, actor: Any) -> ReportRun:
             run.reason = "cancelled by an operator before it started"
         run.cancel_requested = True
         run.save()
-        AuditEvent.objects.create(
-            at=timezone.now(),
-            actor=actor,
-            action=AuditEvent.Action.REPORT,
-            target=f"{run.kind} run {run.pk}",
-            reason=f"operator cancelled the {run.kind} run",
-        )
+        _audit(run, actor, f"operator cancelled the {run.kind} run")
     from console import realtime
 
     realtime.publish(
         realtime.REPORT_CHANGED, {"id": run.pk, "kind": run.kind, "status": run.status}
     )
     return run
+
+
+def _audit(run: ReportRun, actor: Any, reason: str) -> None:
+    AuditEvent.objects.create(
+        at=timezone.now(),
+        actor=actor,
+        action=AuditEvent.Action.REPORT,
+        target=f"{run.kind} run {run.pk}",
+        reason=reason,
+    )

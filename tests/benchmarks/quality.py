@@ -413,27 +413,21 @@ def scenarios() -> list[World]:
         return loads
 
     # ... over a day, and twelve times as fast (a day every two hours).
-    out.append(
-        _static(
-            "diurnal drift ±10 %",
-            6,
-            base,
-            np.arange(48) % 6,
-            np.full(6, 5.0),
-            minutes=1440,
-            loads=drift(1),
+    for name, days, minutes in (
+        ("diurnal drift ±10 %", 1, 1440),
+        ("fast drift ±10 % (a day every 2 hours)", 12, 120),
+    ):
+        out.append(
+            _static(
+                name,
+                6,
+                base,
+                np.arange(48) % 6,
+                np.full(6, 5.0),
+                minutes=minutes,
+                loads=drift(days),
+            )
         )
-    )
-    out.append(
-        _static(
-            "fast drift ±10 % (a day every 2 hours)",
-            6,
-            base,
-            np.arange(48) % 6,
-            np.full(6, 5.0),
-            loads=drift(12),
-        )
-    )
     # Broker loss: b03 stops reporting at minute 10.
     out.append(
         _static(

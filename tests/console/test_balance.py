@@ -136,7 +136,7 @@ def test_the_audit_marks_a_move_that_bounced_back(fulcrum_cluster, client, opera
     assert page.count("bounced back</span>") == 1
 
 
-def move(bundle, source, destination, minutes):
+def move(bundle, source, destination, minutes, decision=None):
     return AuditEvent.objects.create(
         at=NOW - timedelta(minutes=minutes),
         action=AuditEvent.Action.UNLOAD,
@@ -144,6 +144,7 @@ def move(bundle, source, destination, minutes):
         source=source,
         destination=destination,
         reason="x",
+        decision=decision,
     )
 
 
@@ -208,18 +209,7 @@ def test_a_swap_in_one_decision_is_no_step_of_a_flip_flop(fulcrum_cluster):
         summary="swap",
     )
     move("acme/orders/0x00000000_0x40000000", "broker-1", "broker-2", 40)  # broker-1 gives
-    for bundle, source, destination in (
-        ("acme/orders/0x40000000_0x80000000", "broker-1", "broker-2"),
-        ("acme/orders/0x80000000_0xc0000000", "broker-2", "broker-1"),
-    ):
-        AuditEvent.objects.create(
-            at=decision.at,
-            action=AuditEvent.Action.UNLOAD,
-            target=bundle,
-            source=source,
-            destination=destination,
-            reason="swap",
-            decision=decision,
-        )
+    move("acme/orders/0x40000000_0x80000000", "broker-1", "broker-2", 30, decision)  # a swap:
+    move("acme/orders/0x80000000_0xc0000000", "broker-2", "broker-1", 30, decision)  # one step
     move("acme/orders/0xc0000000_0xffffffff", "broker-1", "broker-3", 10)  # ... and gives again
     assert flip_flops(since=NOW - timedelta(hours=1), until=NOW) == []
