@@ -6,6 +6,7 @@ REDIS_PORT  ?= 6390
 TEST_REDIS_PORT ?= 6391
 TEST_PG_PORT ?= 6392
 WEB_PORT    ?= 8000
+PULSAR_PORT ?= 18080
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages Fulcrum needs, each only when missing (Spark 4 needs Java 17 or newer).
 APT_PKGS := $(if $(shell command -v redis-server),,redis-server) \
@@ -31,13 +32,21 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# The demo: the simulator serves Pulsar's admin REST API, one port per broker from PULSAR_PORT,
+# and Fulcrum is attached to it through its Pulsar connector (a bearer token made for the demo),
+# taking control at start as an admin would on the Pulsar page.
 run: export FULCRUM_DEMO = 1
+run: export FULCRUM_PULSAR_URL = http://127.0.0.1:$(PULSAR_PORT)
+run: export FULCRUM_PULSAR_OBSERVE_S = 5
+run: export FULCRUM_PULSAR_TAKE_CONTROL_AT_START = 1
 run: setup
 	mkdir -p var
+	test -s var/demo-pulsar-token || $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(24))" > var/demo-pulsar-token
 	$(BIN)/python manage.py migrate --noinput -v0
 	$(BIN)/python manage.py seed_demo
 	@echo "Fulcrum: http://127.0.0.1:$(WEB_PORT)/  (Ctrl-C stops everything)"
-	PATH="$(CURDIR)/$(BIN):$$PATH" WEB_PORT=$(WEB_PORT) REDIS_PORT=$(REDIS_PORT) \
+	PATH="$(CURDIR)/$(BIN):$$PATH" WEB_PORT=$(WEB_PORT) REDIS_PORT=$(REDIS_PORT) PULSAR_PORT=$(PULSAR_PORT) \
+	  FULCRUM_PULSAR_TOKEN="$$(cat var/demo-pulsar-token)" \
 	  REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/0 $(BIN)/honcho start
 
 test: setup

@@ -7,11 +7,19 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 
-from console.models import AuditEvent, BalancerConfig, Broker, Decision, Namespace
+from console.models import (
+    AuditEvent,
+    BalancerConfig,
+    Broker,
+    Decision,
+    Namespace,
+    PulsarConnection,
+)
 from console.services.brokers import broker_state_set
 from console.services.config import EDITABLE, balancer_config_update, config_changes_check
 from console.services.credentials import credential_revoke, credential_rotate
 from console.services.errors import ConsoleError
+from console.services.pulsar import pulsar_connection_check, pulsar_connection_save
 
 
 def _superusers_only(request: Any) -> bool:
@@ -141,3 +149,71 @@ class DecisionAdmin(ReadOnlyAdmin):
 class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ["at", "actor", "action", "target", "source", "destination", "reason"]
     list_filter = ["action"]
+
+
+class PulsarConnectionForm(forms.ModelForm):
+    """A Pulsar cluster to attach: its admin URL, and a token typed here (stored encrypted,
+    never shown again) or read from an environment variable."""
+
+    token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="A superuser role's JWT, stored encrypted. Leave empty to keep the stored one.",
+    )
+    clear_token = forms.BooleanField(required=False, help_text="Remove the stored token.")
+
+    class Meta:
+        model = PulsarConnection
+        fields = [
+            "name",
+            "admin_url",
+            "token_env",
+            "tls_ca_file",
+            "is_attached",
+            "max_moves_in_flight",
+        ]
+        help_texts = {
+            "admin_url": "Any broker's (or a proxy's) web URL, e.g. http://broker-1:8080.",
+            "token_env": "Or: the environment variable that holds the token (never stored).",
+            "tls_ca_file": "A CA bundle (PEM) for https brokers; empty: the system's.",
+            "is_attached": "The cluster the console observes (one at a time); observe-only first.",
+        }
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        try:
+            pulsar_connection_check(self.instance, attached=bool(data.get("is_attached")))
+        except ConsoleError as exc:
+            self.add_error(exc.field or None, exc.message)
+        return data
+
+    def clean_admin_url(self) -> str:
+        url = str(self.cleaned_data["admin_url"]).strip()
+        if not url.startswith(("http://", "https://")):
+            raise forms.ValidationError("must start with http:// or https://")
+        return url.rstrip("/")
+
+
+@admin.register(PulsarConnection)
+class PulsarConnectionAdmin(admin.ModelAdmin):
+    form = PulsarConnectionForm
+    list_display = (
+        "name",
+        "admin_url",
+        "is_attached",
+        "mode",
+        "is_executor_stopped",
+        "observed_at",
+    )
+    readonly_fields = ("mode", "is_executor_stopped", "previous_config", "observed_at")
+
+    def save_model(self, request: Any, obj: PulsarConnection, form: Any, change: bool) -> None:
+        token = form.cleaned_data.get("token") or None
+        if form.cleaned_data.get("clear_token"):
+            token = ""
+        try:
+            pulsar_connection_save(
+                obj, token=token, actor=request.user, changed=list(form.changed_data)
+            )
+        except ConsoleError as exc:
+            self.message_user(request, exc.message, level=messages.ERROR)

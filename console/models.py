@@ -297,6 +297,8 @@ class AuditEvent(models.Model):
         REPORT = "report"
         BROKER_STATE = "broker-state"
         CREDENTIAL = "credential"
+        CONTROL = "control"  # attaching to a Pulsar cluster: control taken or released, executor
+        VERIFY = "verify"  # what observing Pulsar found after an action was sent
 
     at = models.DateTimeField(db_index=True)
     actor = models.ForeignKey(
@@ -391,3 +393,109 @@ class BrokerCredential(models.Model):
     def digest(token: str) -> str:
         """What is stored of a token: its SHA-256, hex."""
         return hashlib.sha256(token.encode()).hexdigest()
+
+
+class PulsarConnection(models.Model):
+    """A Pulsar cluster Fulcrum attaches to through its admin REST API (``console.pulsar``).
+
+    Several can be stored; the console observes and balances the one ``is_attached`` (at most
+    one: the console shows one cluster). The token is stored encrypted
+    (``services.pulsar_connections``) or read from the environment variable ``token_env``.
+    ``mode`` starts as observe-only; taking control records in ``previous_config`` what it
+    changed in Pulsar's dynamic configuration (key -> {"effective", "override"}) so releasing
+    control restores it.
+    """
+
+    class Mode(models.TextChoices):
+        OBSERVE = "observe"
+        CONTROL = "control"
+
+    name = models.CharField(max_length=100, unique=True)
+    admin_url = models.CharField(max_length=500)  # any broker's (or a proxy's) web URL
+    token_encrypted = models.TextField(blank=True, default="")
+    token_env = models.CharField(max_length=100, blank=True, default="")
+    tls_ca_file = models.CharField(max_length=500, blank=True, default="")
+    is_attached = models.BooleanField(default=False)
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.OBSERVE)
+    previous_config = models.JSONField(default=dict)
+    is_executor_stopped = models.BooleanField(default=False)
+    max_moves_in_flight = models.PositiveIntegerField(default=4)
+    observed_at = models.DateTimeField(null=True, blank=True)
+    observation = models.JSONField(default=dict)  # the last observation's summary
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_attached"],
+                condition=models.Q(is_attached=True),
+                name="one_attached_pulsar_connection",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.admin_url})"
+
+
+class PulsarMove(models.Model):
+    """One action the executor sends to Pulsar (an unload, with its destination, or a split) and
+    what observing the cluster afterwards found.
+
+    ``state``: queued -> sending -> verifying -> done. ``outcome`` (once done): as-planned,
+    elsewhere (Pulsar put it on another broker), unowned (no lookup placed it in time), failed
+    (Pulsar refused, or nothing changed), skipped (the cluster had changed before it was sent),
+    cancelled (the executor was stopped or control released first).
+    """
+
+    class Kind(models.TextChoices):
+        UNLOAD = "unload"
+        SPLIT = "split"
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        SENDING = "sending"
+        VERIFYING = "verifying"
+        DONE = "done"
+
+    class Outcome(models.TextChoices):
+        AS_PLANNED = "as-planned"
+        ELSEWHERE = "elsewhere"
+        UNOWNED = "unowned"
+        FAILED = "failed"
+        SKIPPED = "skipped"
+        CANCELLED = "cancelled"
+
+    connection = models.ForeignKey(PulsarConnection, on_delete=models.CASCADE, related_name="moves")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    bundle = models.CharField(max_length=300)
+    source = models.CharField(max_length=200)
+    destination = models.CharField(max_length=200, blank=True, default="")
+    algorithm = models.CharField(max_length=100, blank=True, default="")
+    boundaries = models.JSONField(default=list)  # planned split positions (hash values)
+    audit = models.ForeignKey(AuditEvent, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(db_index=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    outcome = models.CharField(max_length=12, choices=Outcome.choices, blank=True, default="")
+    outcome_reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state"])]
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-ready line for the API and the Pulsar page."""
+        return {
+            "id": self.pk,
+            "kind": self.kind,
+            "bundle": self.bundle,
+            "source": self.source,
+            "destination": self.destination,
+            "createdAt": self.created_at.isoformat(),
+            "sentAt": self.sent_at.isoformat() if self.sent_at else None,
+            "finishedAt": self.finished_at.isoformat() if self.finished_at else None,
+            "state": self.state,
+            "outcome": self.outcome,
+            "outcomeReason": self.outcome_reason,
+        }

@@ -1199,3 +1199,52 @@ def config_versions(*, limit: int = 50) -> list[dict[str, Any]]:
         }
         for v in rows
     ]
+
+
+def pulsar_status(moves: int = 50) -> dict[str, Any]:
+    """The Pulsar connections and, for the attached one, its moves in flight and the latest ended.
+
+    Returns:
+        ``{"connections": [{"id", "name", "adminUrl", "attached", "mode", "executorStopped",
+        "maxMovesInFlight", "token": "environment <VAR>"|"stored, encrypted"|"none",
+        "tlsCaFile", "observedAt", "observation", "previousConfig", "inFlight"}],
+        "moves": [PulsarMove.summary(), ...] newest first}``.
+    """
+    from console.models import PulsarConnection, PulsarMove
+    from console.services.executor import IN_FLIGHT
+
+    out = []
+    attached = None
+    for c in PulsarConnection.objects.all():
+        token = (
+            f"environment {c.token_env}"
+            if c.token_env
+            else ("stored, encrypted" if c.token_encrypted else "none")
+        )
+        observation = {k: v for k, v in c.observation.items() if k != "brokerUrls"}
+        in_flight = c.moves.filter(state__in=IN_FLIGHT).count()
+        out.append(
+            {
+                "id": c.pk,
+                "name": c.name,
+                "adminUrl": c.admin_url,
+                "attached": c.is_attached,
+                "mode": c.mode,
+                "executorStopped": c.is_executor_stopped,
+                "maxMovesInFlight": c.max_moves_in_flight,
+                "token": token,
+                "tlsCaFile": c.tls_ca_file,
+                "observedAt": c.observed_at.isoformat() if c.observed_at else None,
+                "observation": observation,
+                "previousConfig": c.previous_config,
+                "inFlight": in_flight,
+            }
+        )
+        if c.is_attached:
+            attached = c
+    rows: list[dict[str, Any]] = []
+    if attached is not None:
+        flying = list(attached.moves.filter(state__in=IN_FLIGHT).order_by("-id"))
+        ended = list(attached.moves.filter(state=PulsarMove.State.DONE).order_by("-id")[:moves])
+        rows = [m.summary() for m in flying + ended]
+    return {"connections": out, "moves": rows}

@@ -255,7 +255,7 @@ CELERY_TASK_ROUTES = {
     "console.tasks.history_compact": {"queue": "reports"},
     # Observing a Pulsar cluster waits on its brokers: a worker of its own, never the shedding
     # loop's (celery -A console worker -Q pulsar --pool=solo).
-    "console.tasks.pulsar_observe": {"queue": "pulsar"},
+    "console.tasks.pulsar_sync": {"queue": "pulsar"},
 }
 # Beat wakes the shedding tick this often; the tick itself runs every BalancerConfig.loop_interval_s
 # (default 10 s: the demo's trace plays 30x faster than real time, so about five simulated
@@ -263,11 +263,18 @@ CELERY_TASK_ROUTES = {
 FULCRUM_TICK_INTERVAL_S = float(os.environ.get("FULCRUM_TICK_INTERVAL_S", "5"))
 # History is flushed from the database to Parquet once a minute: few, larger files.
 FULCRUM_HISTORY_FLUSH_S = float(os.environ.get("FULCRUM_HISTORY_FLUSH_S", "60"))
-# A real Pulsar cluster observed through its admin REST API (console.pulsar.admin):
-# any broker's (or a proxy's) web URL, a superuser's token; empty: no cluster is observed.
+# A real Pulsar cluster attached through its admin REST API (console.pulsar.admin), besides those
+# added in the admin (PulsarConnection): any broker's (or a proxy's) web URL; the token of a
+# superuser role is read from FULCRUM_PULSAR_TOKEN when used, never stored; a CA bundle (PEM)
+# for https brokers. Empty URL: none from the environment.
 FULCRUM_PULSAR_URL = os.environ.get("FULCRUM_PULSAR_URL", "")
-FULCRUM_PULSAR_TOKEN = os.environ.get("FULCRUM_PULSAR_TOKEN", "")
-FULCRUM_PULSAR_OBSERVE_S = float(os.environ.get("FULCRUM_PULSAR_OBSERVE_S", "30"))
+FULCRUM_PULSAR_NAME = os.environ.get("FULCRUM_PULSAR_NAME", "pulsar")
+FULCRUM_PULSAR_TLS_CA = os.environ.get("FULCRUM_PULSAR_TLS_CA", "")
+# The demo only: take control of the cluster from the environment once, at its first observation
+# (audited as the balancer's), as an admin would on the Pulsar page.
+FULCRUM_PULSAR_TAKE_CONTROL_AT_START = os.environ.get("FULCRUM_PULSAR_TAKE_CONTROL_AT_START") == "1"
+# How often the attached cluster is observed (and the moves sent to it verified).
+FULCRUM_PULSAR_OBSERVE_S = float(os.environ.get("FULCRUM_PULSAR_OBSERVE_S", "15"))
 CELERY_BEAT_SCHEDULE = {
     "shedding-tick": {"task": "console.tasks.shedding_tick", "schedule": FULCRUM_TICK_INTERVAL_S},
     "history-flush": {"task": "console.tasks.history_flush", "schedule": FULCRUM_HISTORY_FLUSH_S},
@@ -283,18 +290,22 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-if FULCRUM_PULSAR_URL:
-    # Only with a cluster to observe; a pass that waited past the next one is dropped.
-    CELERY_BEAT_SCHEDULE["pulsar-observe"] = {
-        "task": "console.tasks.pulsar_observe",
-        "schedule": FULCRUM_PULSAR_OBSERVE_S,
-        "options": {"expires": FULCRUM_PULSAR_OBSERVE_S},
-    }
+# Observe the attached Pulsar cluster, send and verify its moves (a no-op with none attached);
+# a pass that waited past the next one is dropped.
+CELERY_BEAT_SCHEDULE["pulsar-sync"] = {
+    "task": "console.tasks.pulsar_sync",
+    "schedule": FULCRUM_PULSAR_OBSERVE_S,
+    "options": {"expires": FULCRUM_PULSAR_OBSERVE_S},
+}
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("FULCRUM_LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        # One line per admin call to Pulsar is too many: its refusals are logged by Fulcrum.
+        "httpx": {"level": "WARNING"},
+    },
 }

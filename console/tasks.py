@@ -11,7 +11,7 @@ from console.services.history import history_flush as history_flush_service
 from console.services.history import load_reports_prune
 from console.services.ingest import load_reports_fold as load_reports_fold_service
 from console.services.optimality import optimality_measure as optimality_measure_service
-from console.services.pulsar import pulsar_observe_run
+from console.services.pulsar import pulsar_sync_run
 from console.services.reports import report_runs_reap as report_runs_reap_service
 
 
@@ -53,10 +53,10 @@ def report_run(run_id: int) -> str:
 
 
 @shared_task(ignore_result=True)
-def pulsar_observe() -> dict | None:
-    """Observe the Pulsar cluster at FULCRUM_PULSAR_URL (when set) into the metadata store and
-    the live load."""
-    return pulsar_observe_run()
+def pulsar_sync() -> dict | None:
+    """One pass of the attached Pulsar cluster (``services.pulsar.pulsar_sync_run``): send the
+    queued moves, observe, verify. None when no cluster is attached."""
+    return pulsar_sync_run()
 
 
 @shared_task(ignore_result=True)

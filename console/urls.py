@@ -20,6 +20,7 @@ urlpatterns = [
     path("audit/export.csv", views.audit_csv, name="audit-csv"),
     path("decisions/<int:pk>/", views.decision, name="decision"),
     path("reports/", views.reports, name="reports"),
+    path("pulsar/", views.pulsar, name="pulsar"),
     path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("login/", auth_views.LoginView.as_view(), name="login"),

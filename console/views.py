@@ -296,3 +296,19 @@ def reports(request: HttpRequest) -> HttpResponse:
         "console/reports.html",
         {"runs": runs, "latest": latest, "is_operator": is_operator(request.user)},
     )
+
+
+@login_required
+def pulsar(request: HttpRequest) -> HttpResponse:
+    """The attached Pulsar cluster: the connection and its last observation, control (take or
+    release, previewed and confirmed, admins), the executor (stop or start), the moves in
+    flight and what verifying each found. Live."""
+    return render(
+        request,
+        "console/pulsar.html",
+        {
+            "data": selectors.pulsar_status(),
+            "is_operator": is_operator(request.user),
+            "is_admin": request.user.is_superuser,
+        },
+    )

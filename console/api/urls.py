@@ -31,5 +31,8 @@ urlpatterns = [
     path("loop/resume/", viewsets.loop_resume, name="api-loop-resume"),
     path("decision-feed/", viewsets.decision_feed, name="api-decision-feed"),
     path("domains/", viewsets.domains, name="api-domains"),
+    path("pulsar/", viewsets.pulsar, name="api-pulsar"),
+    path("pulsar/<int:pk>/control/", viewsets.pulsar_control, name="api-pulsar-control"),
+    path("pulsar/<int:pk>/executor/", viewsets.pulsar_executor, name="api-pulsar-executor"),
     path("", include(router.urls)),
 ]

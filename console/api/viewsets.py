@@ -8,6 +8,7 @@ from typing import Any, cast
 from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view, permission_classes
@@ -49,7 +50,9 @@ from console.services.config import (
     config_values,
     config_what_if,
 )
+from console.services.control import control_preview, control_release, control_take
 from console.services.errors import ConsoleError
+from console.services.executor import executor_set
 from console.services.ingest import LoadReportInput, report_size_check
 from console.services.reports import report_run_cancel, report_run_request
 
@@ -497,3 +500,56 @@ class ReportRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return Response(
             selectors.report_results(self.get_object(), name, limit=limit, newest=newest)
         )
+
+
+@extend_schema(responses=dict)
+@api_view(["GET"])
+@permission_classes([IsUser])
+def pulsar(request: Request) -> Response:
+    """The Pulsar connections, the attached one's last observation, its moves in flight and the
+    latest verified (shape in ``selectors.pulsar_status``)."""
+    return Response(selectors.pulsar_status())
+
+
+class PulsarControlInput(serializers.Serializer):
+    action = serializers.ChoiceField(choices=["take", "release"])
+    confirm = serializers.BooleanField()
+
+
+@extend_schema(request=PulsarControlInput, responses=dict)
+@api_view(["GET", "POST"])
+@permission_classes([IsOperator])
+def pulsar_control(request: Request, pk: int) -> Response:
+    """GET: what taking or releasing control would change in Pulsar's dynamic configuration,
+    read live. POST ``{"action": "take"|"release", "confirm": true}`` (an admin): do it,
+    audited."""
+    if request.method == "GET":
+        return Response(control_preview(pk))
+    params = PulsarControlInput(data=request.data)
+    params.is_valid(raise_exception=True)
+    act = control_take if params.validated_data["action"] == "take" else control_release
+    done = act(
+        pk,
+        actor=acting_user(request),
+        confirm=params.validated_data["confirm"],
+        now=timezone.now(),
+    )
+    return Response({**done, **selectors.pulsar_status()})
+
+
+class PulsarExecutorInput(serializers.Serializer):
+    stopped = serializers.BooleanField()
+
+
+@extend_schema(request=PulsarExecutorInput, responses=dict)
+@api_view(["POST"])
+@permission_classes([IsOperator])
+def pulsar_executor(request: Request, pk: int) -> Response:
+    """``{"stopped": true}`` stops the executor (queued moves cancelled), false starts it.
+    Audited."""
+    params = PulsarExecutorInput(data=request.data)
+    params.is_valid(raise_exception=True)
+    executor_set(
+        pk, stopped=params.validated_data["stopped"], actor=acting_user(request), now=timezone.now()
+    )
+    return Response(selectors.pulsar_status())

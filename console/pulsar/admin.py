@@ -82,6 +82,7 @@ class PulsarAdmin:
         service_url: any broker's (or a proxy's) web URL, e.g. ``http://broker-1:8080``.
         token: a superuser's JWT, or None.
         broker_urls: broker id -> web URL, for per-broker calls (default ``http://<id>``).
+        tls_ca_file: a CA bundle (PEM) that signs the brokers' certificates; None: the system's.
         transport: an httpx transport (tests).
     """
 
@@ -94,6 +95,7 @@ class PulsarAdmin:
         read_timeout_s: float = 10.0,
         act_timeout_s: float = 90.0,
         concurrency: int = 8,
+        tls_ca_file: str | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.service_url = service_url.rstrip("/")
@@ -105,7 +107,11 @@ class PulsarAdmin:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self._client = httpx.Client(
-            headers=headers, follow_redirects=False, transport=transport, timeout=read_timeout_s
+            headers=headers,
+            follow_redirects=False,
+            transport=transport,
+            timeout=read_timeout_s,
+            verify=tls_ca_file or True,
         )
 
     def close(self) -> None:
@@ -315,6 +321,19 @@ class PulsarAdmin:
             PulsarAdminError: 500 under the extensible load manager, which serves no report.
         """
         return self.get_object("/admin/v2/broker-stats/load-report", broker=broker_id)
+
+    def topic_stats(self, broker_id: str) -> dict[str, Any]:
+        """E12 on the broker itself: namespace -> bundle range -> persistent|non-persistent ->
+        topic -> stats (msgRateIn/Out msg/s, msgThroughputIn/Out bytes/s, ...)."""
+        return self.get_object("/admin/v2/broker-stats/topics", broker=broker_id)
+
+    def metrics(self, broker_id: str) -> str:
+        """E14 on the broker itself: its Prometheus text exposition."""
+        return self.request("GET", "/metrics", broker=broker_id).text
+
+    def dynamic_config_names(self) -> list[str]:
+        """E15: the configuration keys this cluster lets E18 change at runtime."""
+        return [str(k) for k in self.get_list("/admin/v2/brokers/configuration")]
 
     def runtime_config(self, broker_id: str | None = None) -> dict[str, str]:
         """E17: every effective configuration value (strings), of one broker or any."""

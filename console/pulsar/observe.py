@@ -5,8 +5,13 @@ what it says onto Fulcrum's model (``PULSAR_ADMIN.md`` §4.4, §7). No Django.
 - namespaces: E6 → E7 → E8 boundaries and E9's anti-affinity group;
 - owners: E4 ``ownedNamespaces`` of every broker — never a lookup, which would assign; a bundle of
   E8 that no broker lists is unowned (normal after an unload until a client looks it up);
-- load: E11 (the modular load manager's ``LocalBrokerData``) of every broker, on its own URL;
-- the active load manager from E17 (``loadManagerClassName``).
+- load: E11 (the modular load manager's ``LocalBrokerData``) of every broker, on its own URL,
+  its top-N ``lastStats`` completed from the ``pulsar_bundle_*`` metrics of the broker's
+  ``/metrics`` (E14); under the extensible load manager, which serves no E11, the report is made
+  from the ``pulsar_lb_*`` metrics (resource usage, percent) and E12's topic stats summed per
+  bundle (rates, throughput) — ``extensible_report``;
+- the active load manager from E17 (``loadManagerClassName``), each broker's version from its
+  report's ``brokerVersionString``.
 
 Heartbeat and SLA-monitor bundles (namespaces ``pulsar/<broker id>`` and
 ``pulsar/<cluster>/<broker id>``) are left out: Fulcrum never moves them.
@@ -23,6 +28,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError, broker_host
 
 # Heartbeat (pulsar/<cluster>/<host:port>, pulsar/<host:port>) and SLA-monitor
@@ -32,6 +39,27 @@ EXTENSIBLE: Final = "ExtensibleLoadManagerImpl"
 KBIT_TO_BYTES: Final = 1000 / 8  # Pulsar reports bandwidth in kbit/s
 RESOURCES: Final = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
 RATES: Final = ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut")
+# Broker resource usage, percent of its limit (Pulsar ModularLoadManagerImpl
+# updateLoadBalancingMetrics, BrokerLoadData.toMetrics): metric -> LocalBrokerData key.
+LB_USAGE_METRICS: Final = {
+    "pulsar_lb_cpu_usage": "cpu",
+    "pulsar_lb_memory_usage": "memory",
+    "pulsar_lb_directMemory_usage": "directMemory",
+    "pulsar_lb_bandwidth_in_usage": "bandwidthIn",
+    "pulsar_lb_bandwidth_out_usage": "bandwidthOut",
+}
+# Per-bundle load of the modular load manager (updateLoadBalancingBundlesMetrics): metric ->
+# the key of a ``lastStats`` entry.
+BUNDLE_METRICS: Final = {
+    "pulsar_bundle_msg_rate_in": "msgRateIn",
+    "pulsar_bundle_msg_rate_out": "msgRateOut",
+    "pulsar_bundle_msg_throughput_in": "msgThroughputIn",
+    "pulsar_bundle_msg_throughput_out": "msgThroughputOut",
+    "pulsar_bundle_topics_count": "topics",
+    "pulsar_bundle_consumer_count": "consumerCount",
+    "pulsar_bundle_producer_count": "producerCount",
+}
+COUNTS: Final = ("topics", "consumerCount", "producerCount")
 
 
 class ObservationError(ValueError):
@@ -74,6 +102,13 @@ class Observation:
     errors: list[str] = field(default_factory=list)
     load_manager: str = ""
     unknown_owners: set[str] = field(default_factory=set)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        """The oldest version a broker reports ("" when none does): what the cluster supports."""
+        known = [v for v in self.versions.values() if v]
+        return min(known, key=version_key) if known else ""
 
     @property
     def extensible(self) -> bool:
@@ -150,16 +185,52 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
     except PulsarAdminError as exc:
         errors.append(f"configuration: {exc.reason}")
     reports: dict[str, dict[str, Any]] = {}
-    if not load_manager.endswith(EXTENSIBLE):
-        for broker, report in admin.each(brokers, admin.load_report):
-            if isinstance(report, PulsarAdminError):
-                errors.append(f"{broker}: load report: {report.reason}")
-            else:
-                reports[broker] = report
+
+    def modular(broker: str) -> dict[str, Any]:
+        report = admin.load_report(broker)
+        stats = report.get("lastStats")
+        listed = [b for b, o in owners.items() if o == broker]
+        if isinstance(stats, dict) and len(stats) < len(listed):
+            # Pulsar sends only the top N bundles (its setting
+            # loadBalancerMaxNumberOfBundlesInBundleLoadReport): the rest come from its metrics.
+            for bundle, figures in parse_metrics(broker, admin.metrics(broker)).bundles.items():
+                stats.setdefault(bundle, figures)
+        return report
+
+    def extensible(broker: str) -> dict[str, Any]:
+        usage = parse_metrics(broker, admin.metrics(broker)).usage
+        return extensible_report(broker, usage, admin.topic_stats(broker))
+
+    def reader(broker: str) -> dict[str, Any] | ObservationError:
+        try:
+            return extensible(broker) if load_manager.endswith(EXTENSIBLE) else modular(broker)
+        except ObservationError as exc:
+            return exc
+
+    for broker, report in admin.each(brokers, reader):
+        if isinstance(report, PulsarAdminError):
+            errors.append(f"{broker}: load report: {report.reason}")
+        elif isinstance(report, ObservationError):
+            errors.append(str(report))
+        else:
+            reports[broker] = report
+    versions = {
+        b: str(r.get("brokerVersionString", "")) for b, r in reports.items() if isinstance(r, dict)
+    }
     for broker in unknown:
         reports.pop(broker, None)  # its bundles are unknown: its report cannot be checked
     return Observation(
-        name, brokers, leader, domains, found, owners, reports, errors, load_manager, unknown
+        name,
+        brokers,
+        leader,
+        domains,
+        found,
+        owners,
+        reports,
+        errors,
+        load_manager,
+        unknown,
+        versions,
     )
 
 
@@ -227,3 +298,113 @@ def report_document(broker: str, data: dict[str, Any], owned: list[str]) -> dict
         bundle_stats[bundle] = entry
     doc["bundleStats"] = bundle_stats
     return doc
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``"3.3.2-SNAPSHOT"`` -> (3, 3, 2): comparable; no number -> ()."""
+    return tuple(int(p) for p in re.findall(r"\d+", version.split("-", 1)[0])[:3])
+
+
+def supports_destination(version: str) -> bool:
+    """Unload with ``destinationBroker`` exists from Pulsar 3.0 (apache/pulsar#18663); an older
+    broker ignores the parameter and does a plain unload. An unknown version is taken as new."""
+    key = version_key(version)
+    return not key or key >= (3, 0)
+
+
+@dataclass
+class BrokerMetrics:
+    """What one broker's ``/metrics`` says of load: ``usage`` resource -> percent of its limit
+    (``cpu``, ``memory``, ``directMemory``, ``bandwidthIn``, ``bandwidthOut``); ``bundles``
+    bundle -> ``lastStats``-shaped figures (modular load manager only)."""
+
+    usage: dict[str, float]
+    bundles: dict[str, dict[str, Any]]
+
+
+def parse_metrics(broker: str, text: str) -> BrokerMetrics:
+    """Parse a broker's Prometheus text (E14) with prometheus-client's parser; metrics other
+    than ``LB_USAGE_METRICS`` and ``BUNDLE_METRICS`` are ignored, so new ones cost nothing.
+
+    Raises:
+        ObservationError: text that is not the exposition format, or a value that is not a
+            finite non-negative number.
+    """
+    usage: dict[str, float] = {}
+    bundles: dict[str, dict[str, Any]] = {}
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise ObservationError(broker, "metrics", f"not Prometheus text: {exc}") from None
+    for family in families:
+        for sample in family.samples:
+            name = sample.name
+            if name not in LB_USAGE_METRICS and name not in BUNDLE_METRICS:
+                continue
+            value = sample.value
+            if not math.isfinite(value) or value < 0:
+                raise ObservationError(broker, f"metrics.{name}", f"must be ≥ 0, not {value!r}")
+            if name in LB_USAGE_METRICS:
+                usage[LB_USAGE_METRICS[name]] = float(value)
+                continue
+            bundle = sample.labels.get("bundle", "")
+            if not bundle or is_system_bundle(bundle):
+                continue
+            key = BUNDLE_METRICS[name]
+            bundles.setdefault(bundle, {})[key] = int(value) if key in COUNTS else float(value)
+    return BrokerMetrics(usage, bundles)
+
+
+def extensible_report(
+    broker: str, usage: dict[str, float], topics: dict[str, Any]
+) -> dict[str, Any]:
+    """A ``LocalBrokerData``-shaped report for a broker of the extensible load manager, which
+    serves none over REST (PULSAR_ADMIN.md §3.4, §8.2): resources from ``pulsar_lb_*`` (percent:
+    CPU, memory and direct memory as usage of a limit of 100; bandwidth as the broker's summed
+    throughput in kbit/s against the limit that percentage implies, unknown at 0 %), rates and
+    ``lastStats`` summed per bundle from E12 ``topics``.
+
+    Raises:
+        ObservationError: E12 of the wrong shape, or a missing resource metric, named.
+    """
+    for metric, key in LB_USAGE_METRICS.items():
+        if key not in usage:
+            raise ObservationError(broker, f"metrics.{metric}", "missing")
+    if not isinstance(topics, dict):
+        raise ObservationError(broker, "topics", "must be an object")
+    stats: dict[str, dict[str, Any]] = {}
+    for namespace, ranges in topics.items():
+        if not isinstance(ranges, dict):
+            raise ObservationError(broker, f"topics.{namespace}", "must be an object")
+        for bundle_range, domains in ranges.items():
+            bundle = f"{namespace}/{bundle_range}"
+            if is_system_bundle(bundle) or not isinstance(domains, dict):
+                continue
+            entry = stats.setdefault(bundle, dict.fromkeys(RATES, 0.0) | dict.fromkeys(COUNTS, 0))
+            for each in domains.values():
+                if not isinstance(each, dict):
+                    raise ObservationError(broker, f"topics.{bundle}", "must be an object")
+                for topic, figures in each.items():
+                    if not isinstance(figures, dict):
+                        raise ObservationError(broker, f"topics.{topic}", "must be an object")
+                    for key in RATES:
+                        figure = figures.get(key, 0.0)
+                        entry[key] += _number(broker, f"topics.{topic}.{key}", figure)
+                    entry["topics"] += 1
+    totals = {key: sum(e[key] for e in stats.values()) for key in RATES}
+    report: dict[str, Any] = {
+        key: {"usage": usage[key], "limit": 100.0} for key in ("cpu", "memory", "directMemory")
+    }
+    for key, flow in (("bandwidthIn", "msgThroughputIn"), ("bandwidthOut", "msgThroughputOut")):
+        kbit = totals[flow] / KBIT_TO_BYTES
+        percent = usage[key]
+        report[key] = {"usage": kbit, "limit": kbit * 100 / percent if percent > 0 else -1.0}
+    return (
+        report
+        | totals
+        | {
+            "lastStats": stats,
+            "numTopics": sum(e["topics"] for e in stats.values()),
+            "loadReportType": "ExtensibleLoadManager metrics",
+        }
+    )

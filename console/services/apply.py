@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
@@ -21,7 +20,17 @@ from balancer import bundles as bundle_ops
 from balancer.cycle import Action, ActionKind, CyclePlan
 from balancer.errors import BalancerError
 from console import loadstore, realtime
-from console.models import AuditEvent, Broker, Bundle, Decision, Namespace
+from console.models import (
+    AuditEvent,
+    BalancerConfig,
+    Broker,
+    Bundle,
+    Decision,
+    Namespace,
+    PulsarConnection,
+    PulsarMove,
+)
+from console.services import executor
 from console.services.errors import ConsoleError
 
 
@@ -89,11 +98,22 @@ def plan_apply(
 
     Raises:
         ConsoleError: 409 for a stale plan when ``refuse_stale``; 409 for an operator's plan
-            while Fulcrum observes a Pulsar cluster (``FULCRUM_PULSAR_URL``), where it does not
-            act yet.
+            while an attached Pulsar cluster is observe-only or its executor is stopped, or while
+            its moves are in flight.
     """
-    if settings.FULCRUM_PULSAR_URL:
-        return _observe_only(plan, now=now, actor=actor, kind=kind)
+    connection = PulsarConnection.objects.filter(is_attached=True).first()
+    if connection is not None:
+        if connection.mode != PulsarConnection.Mode.CONTROL:
+            return _observe_only(plan, connection, now=now, actor=actor, kind=kind)
+        return _apply_through_pulsar(
+            plan,
+            connection,
+            now=now,
+            actor=actor,
+            kind=kind,
+            refuse_stale=refuse_stale,
+            note=note,
+        )
     with transaction.atomic():
         planned = plan.planned()
         if any(a.kind in (ActionKind.UNLOAD, ActionKind.PLACE, ActionKind.SPLIT) for a in planned):
@@ -152,27 +172,11 @@ def plan_apply(
                     continue
                 events.append(event)
             elif action.kind == ActionKind.BROKER_STATE:
-                broker = brokers.get(action.target)
-                # Compare-and-set on the state the plan saw: an operator's activation made
-                # after the snapshot is never overwritten by a tick's "drained".
-                changed = broker is not None and Broker.objects.filter(
-                    pk=broker.pk, state=action.source
-                ).update(state=action.destination)
-                if not changed:
-                    _stale_state(action, broker, refuse_stale, stale)
-                    continue
-                events.append(
-                    AuditEvent(
-                        at=now,
-                        actor=actor,
-                        action=AuditEvent.Action.DRAIN,
-                        target=action.target,
-                        source=action.target,
-                        reason=f"{action.source} -> {action.destination}: {_said(action)}",
-                        decision=decision,
-                        load_before=_figures(plan, action.target),
-                    )
+                event = _broker_state(
+                    plan, decision, action, brokers, now, actor, refuse_stale, stale
                 )
+                if event is not None:
+                    events.append(event)
         # Unloads whose bundle found no new owner this plan: audited as unloads alone.
         for unload in pending_moves.values():
             events.append(_move_event(plan, decision, now, actor, unload, None))
@@ -185,19 +189,55 @@ def plan_apply(
             decision.save(update_fields=["details"])
         for event in AuditEvent.objects.filter(decision=decision).select_related("actor"):
             realtime.publish(realtime.BUNDLE_MOVED, event.summary())
-        realtime.publish(
-            realtime.DECISION_MADE,
-            {
-                "id": decision.pk,
-                "at": now.isoformat(),
-                "kind": decision.kind,
-                "strategy": decision.strategy,
-                "reason": decision.reason,
-                "summary": decision.summary,
-                "quiet": decision.is_quiet,
-            },
-        )
+        _publish(decision)
     return decision
+
+
+def _publish(decision: Decision) -> None:
+    realtime.publish(
+        realtime.DECISION_MADE,
+        {
+            "id": decision.pk,
+            "at": decision.at.isoformat(),
+            "kind": decision.kind,
+            "strategy": decision.strategy,
+            "reason": decision.reason,
+            "summary": decision.summary,
+            "quiet": decision.is_quiet,
+        },
+    )
+
+
+def _broker_state(
+    plan: CyclePlan,
+    decision: Decision,
+    action: Action,
+    brokers: dict[str, Broker],
+    now: datetime,
+    actor: User | None,
+    refuse_stale: bool,
+    stale: list[dict[str, Any]],
+) -> AuditEvent | None:
+    """A broker's state (Fulcrum's own: active, draining, drained), by compare-and-set on the
+    state the plan saw: an operator's activation made after the snapshot is never overwritten
+    by a tick's "drained". None (listed as stale) when it changed."""
+    broker = brokers.get(action.target)
+    changed = broker is not None and Broker.objects.filter(
+        pk=broker.pk, state=action.source
+    ).update(state=action.destination)
+    if not changed:
+        _stale_state(action, broker, refuse_stale, stale)
+        return None
+    return AuditEvent(
+        at=now,
+        actor=actor,
+        action=AuditEvent.Action.DRAIN,
+        target=action.target,
+        source=action.target,
+        reason=f"{action.source} -> {action.destination}: {_said(action)}",
+        decision=decision,
+        load_before=_figures(plan, action.target),
+    )
 
 
 def _compare_and_set(
@@ -347,22 +387,188 @@ def _split(
     )
 
 
-OBSERVE_ONLY = (
-    "observe-only: Fulcrum observes the Pulsar cluster at FULCRUM_PULSAR_URL and does not act on "
-    "it (its owners and load come from Pulsar)"
-)
-
-
-def _observe_only(plan: CyclePlan, *, now: datetime, actor: User | None, kind: str) -> Decision:
-    """Attached to a Pulsar cluster: the balancer's plans are recorded, not applied (Pulsar owns
-    the bundles; the metadata store follows its observation); an operator's is refused."""
+def _observe_only(
+    plan: CyclePlan,
+    connection: PulsarConnection,
+    *,
+    now: datetime,
+    actor: User | None,
+    kind: str,
+    why: str = "",
+) -> Decision:
+    """Attached to a Pulsar cluster Fulcrum does not act on (observe-only, or ``why``): the
+    balancer's plans are recorded, not applied (Pulsar owns the bundles; the metadata store
+    follows its observation); an operator's is refused."""
+    why = why or (
+        f"observe-only: Fulcrum observes the Pulsar cluster {connection.name} and does not act "
+        "on it (an admin takes control on the Pulsar page)"
+    )
     if actor is not None:
-        raise ConsoleError(f"{OBSERVE_ONLY}; nothing was changed", status=409)
+        raise ConsoleError(f"{why}; nothing was changed", status=409, reason="NotInControl")
     return Decision.objects.create(
         at=now,
         kind=kind,
         strategy=plan.strategy,
         reason=plan.reason,
-        summary=f"{OBSERVE_ONLY}; planned, not applied: {plan.summary()}"[:2000],
-        details=plan.as_dict() | {"observeOnly": True},
+        summary=f"{why}; planned, not sent: {plan.summary()}"[:2000],
+        details=plan.as_dict() | {"notSent": why},
     )
+
+
+def _apply_through_pulsar(
+    plan: CyclePlan,
+    connection: PulsarConnection,
+    *,
+    now: datetime,
+    actor: User | None,
+    kind: str,
+    refuse_stale: bool,
+    note: str,
+) -> Decision:
+    """In control of a Pulsar cluster: each move becomes a ``PulsarMove`` the executor sends
+    (an unload with the destination its placement planned, a split), audited now and verified
+    by observing (``services.executor``); owners change only when Pulsar says so. A placement
+    of an unowned bundle is left to Pulsar (its next lookup assigns it); broker states are
+    Fulcrum's own and applied here. The tick sends nothing while moves are in flight."""
+    planned = plan.planned()
+    moving = [a for a in planned if a.kind in (ActionKind.UNLOAD, ActionKind.SPLIT)]
+    if moving and connection.is_executor_stopped:
+        return _observe_only(
+            plan,
+            connection,
+            now=now,
+            actor=actor,
+            kind=kind,
+            why="the executor is stopped: Fulcrum sends no move to Pulsar",
+        )
+    in_flight = executor.moves_in_flight(connection)
+    if moving and in_flight and actor is None:
+        return _observe_only(
+            plan,
+            connection,
+            now=now,
+            actor=None,
+            kind=kind,
+            why=f"waiting for {in_flight} move(s) in flight on Pulsar to be verified",
+        )
+    with transaction.atomic():
+        rows = bundle_rows(a.target for a in planned if a.kind != ActionKind.BROKER_STATE)
+        brokers = {b.name: b for b in Broker.objects.all()}
+        decision = Decision.objects.create(
+            at=now,
+            kind=kind,
+            strategy=plan.strategy,
+            reason=plan.reason,
+            summary=plan.summary(),
+            details=plan.as_dict(),
+        )
+        stale: list[dict[str, Any]] = []
+        skipped: set[str] = set()
+        left: list[str] = []
+        unloads: dict[str, Action] = {}
+        moves: list[tuple[PulsarMove, AuditEvent]] = []
+        events: list[AuditEvent] = []
+        algorithm = BalancerConfig.objects.values_list("split_algorithm", flat=True).first()
+        for action in planned:
+            row = rows.get(action.target)
+            owner = row.owner.name if row is not None and row.owner else None
+            if action.kind in (ActionKind.UNLOAD, ActionKind.SPLIT):
+                if row is None or owner is None or owner != action.source:
+                    _stale(action, row, refuse_stale, stale, skipped)
+                    continue
+                if action.kind == ActionKind.UNLOAD:
+                    unloads[action.target] = action
+                    continue
+                event = AuditEvent(
+                    at=now,
+                    actor=actor,
+                    action=AuditEvent.Action.SPLIT,
+                    target=action.target,
+                    source=owner,
+                    reason=_said(action),
+                    decision=decision,
+                    load_before=_figures(plan, owner),
+                )
+                move = PulsarMove(
+                    kind=PulsarMove.Kind.SPLIT,
+                    bundle=action.target,
+                    source=owner,
+                    algorithm=algorithm or "range_equally_divide",
+                    boundaries=list(action.boundaries),
+                    created_at=now,
+                )
+                moves.append((move, event))
+            elif action.kind == ActionKind.PLACE:
+                unload = unloads.pop(action.target, None)
+                if unload is None:
+                    if action.target not in skipped:
+                        left.append(action.target)
+                    continue
+                moves.append(_unload_move(plan, decision, now, actor, unload, action))
+            elif action.kind == ActionKind.BROKER_STATE:
+                changed = _broker_state(
+                    plan, decision, action, brokers, now, actor, refuse_stale, stale
+                )
+                if changed is not None:
+                    events.append(changed)
+        for unload in unloads.values():
+            moves.append(_unload_move(plan, decision, now, actor, unload, None))
+        for move, event in moves:
+            event.reason += (
+                f"; sent to Pulsar by the executor ({_sent_as(move)}) and verified by observing"
+            )
+            if note:
+                event.reason = f"Operator's reason: {note}. {event.reason}"
+        for event in events:
+            if note:
+                event.reason = f"Operator's reason: {note}. {event.reason}"
+        # The cool-down counts from the request: the tick does not pick the bundle again.
+        Bundle.objects.filter(
+            pk__in=[rows[m.bundle].pk for m, _ in moves if m.kind == PulsarMove.Kind.UNLOAD]
+        ).update(last_unloaded_at=now)
+        executor.moves_queue(connection, moves)
+        AuditEvent.objects.bulk_create(events)
+        for event in events:
+            realtime.publish(realtime.BUNDLE_MOVED, event.summary())
+        extra: dict[str, Any] = {}
+        if stale:
+            extra["stale"] = stale
+        if left:
+            extra["leftToPulsar"] = {
+                "bundles": left,
+                "reason": "unowned: Pulsar assigns a bundle at the next lookup of its topics",
+            }
+        if extra:
+            decision.details = {**decision.details, **extra}
+            decision.save(update_fields=["details"])
+        _publish(decision)
+    return decision
+
+
+def _sent_as(move: PulsarMove) -> str:
+    if move.kind == PulsarMove.Kind.SPLIT:
+        return f"split with {move.algorithm}"
+    if move.destination:
+        return f"unload with destination {move.destination}"
+    return "unload; Pulsar places it"
+
+
+def _unload_move(
+    plan: CyclePlan,
+    decision: Decision,
+    now: datetime,
+    actor: User | None,
+    unload: Action,
+    place: Action | None,
+) -> tuple[PulsarMove, AuditEvent]:
+    event = _move_event(plan, decision, now, actor, unload, place)
+    if place is None:
+        event.reason = _said(unload) + "; Pulsar places it at the next lookup"
+    move = PulsarMove(
+        kind=PulsarMove.Kind.UNLOAD,
+        bundle=unload.target,
+        source=unload.source or "",
+        destination=(place.destination or "") if place else "",
+        created_at=now,
+    )
+    return move, event

@@ -5,17 +5,33 @@ through the same validated path as a pushed report (``services.ingest``)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import json
 import logging
+import os
+from datetime import datetime
 from typing import Any
 
+from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from console import loadstore
-from console.models import Broker, Bundle, Cluster, FailureDomain, Namespace, Tenant
-from console.pulsar.admin import PulsarAdmin
+from console.access import actor_check
+from console.models import (
+    AuditEvent,
+    Broker,
+    Bundle,
+    Cluster,
+    FailureDomain,
+    Namespace,
+    PulsarConnection,
+    Tenant,
+)
+from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.pulsar.observe import (
     Observation,
     ObservationError,
@@ -148,15 +164,221 @@ def pulsar_observation_apply(seen: Observation) -> dict[str, Any]:
     }
 
 
-def pulsar_observe_run() -> dict[str, Any] | None:
-    """Observe the cluster at ``FULCRUM_PULSAR_URL`` (with ``FULCRUM_PULSAR_TOKEN``) and apply
-    what it says (``pulsar_observation_apply``); None when no cluster is configured.
+# -- connections ----------------------------------------------------------------------------
+
+
+def _fernet() -> Fernet:
+    """The key that encrypts stored tokens: derived from SECRET_KEY (rotating SECRET_KEY makes
+    stored tokens unreadable: enter them again)."""
+    digest = hashlib.sha256(b"fulcrum pulsar token|" + settings.SECRET_KEY.encode()).digest()
+    return Fernet(base64.urlsafe_b64encode(digest))
+
+
+def token_encrypt(token: str) -> str:
+    """A token as stored (Fernet: AES-128-CBC + HMAC-SHA256); "" stays ""."""
+    return _fernet().encrypt(token.encode()).decode() if token else ""
+
+
+def connection_token(connection: PulsarConnection) -> str | None:
+    """The connection's token: from its environment variable, else decrypted; None: no token.
 
     Raises:
-        PulsarAdminError: a cluster-wide read failed (the previous state stands).
+        ConsoleError: 409 when the stored token cannot be decrypted (SECRET_KEY changed).
     """
-    if not settings.FULCRUM_PULSAR_URL:
+    if connection.token_env:
+        return os.environ.get(connection.token_env) or None
+    if not connection.token_encrypted:
         return None
-    token = settings.FULCRUM_PULSAR_TOKEN or None
-    with PulsarAdmin(settings.FULCRUM_PULSAR_URL, token=token) as admin:
-        return pulsar_observation_apply(observe(admin))
+    try:
+        return _fernet().decrypt(connection.token_encrypted.encode()).decode()
+    except InvalidToken:
+        raise ConsoleError(
+            f"the stored token of {connection.name} cannot be decrypted (SECRET_KEY changed?): "
+            "enter it again",
+            status=409,
+            field="token",
+        ) from None
+
+
+def admin_for(connection: PulsarConnection) -> PulsarAdmin:
+    """The admin client of a connection (token, TLS CA), the broker URLs its last observation
+    learned."""
+    return PulsarAdmin(
+        connection.admin_url,
+        token=connection_token(connection),
+        tls_ca_file=connection.tls_ca_file or None,
+        broker_urls=connection.observation.get("brokerUrls") or None,
+    )
+
+
+def pulsar_connection_from_environment() -> PulsarConnection | None:
+    """The connection ``FULCRUM_PULSAR_URL`` names (token from ``FULCRUM_PULSAR_TOKEN``, CA from
+    ``FULCRUM_PULSAR_TLS_CA``), created attached in observe-only mode the first time, its URL
+    kept up to date; None when the variable is not set."""
+    url = settings.FULCRUM_PULSAR_URL
+    if not url:
+        return None
+    name = settings.FULCRUM_PULSAR_NAME
+    with transaction.atomic():
+        connection = PulsarConnection.objects.select_for_update().filter(name=name).first()
+        if connection is None:
+            attached = PulsarConnection.objects.filter(is_attached=True).exists()
+            connection = PulsarConnection.objects.create(
+                name=name,
+                admin_url=url,
+                token_env="FULCRUM_PULSAR_TOKEN",
+                tls_ca_file=settings.FULCRUM_PULSAR_TLS_CA,
+                is_attached=not attached,
+            )
+            AuditEvent.objects.create(
+                at=timezone.now(),
+                action=AuditEvent.Action.CONTROL,
+                target=name,
+                reason=f"Pulsar cluster {name} at {url} added from the environment"
+                + ("" if attached else ", attached observe-only"),
+            )
+        elif (connection.admin_url, connection.tls_ca_file) != (
+            url,
+            settings.FULCRUM_PULSAR_TLS_CA,
+        ):
+            connection.admin_url, connection.tls_ca_file = url, settings.FULCRUM_PULSAR_TLS_CA
+            connection.save(update_fields=["admin_url", "tls_ca_file"])
+    return connection
+
+
+def _summary(seen: Observation, applied: dict[str, Any]) -> dict[str, Any]:
+    return applied | {
+        "cluster": seen.cluster,
+        "leader": seen.leader,
+        "loadManager": seen.load_manager,
+        "extensible": seen.extensible,
+        "version": seen.version,
+        "versions": seen.versions,
+        "brokerUrls": {
+            b: str(r.get("webServiceUrl") or "")
+            for b, r in seen.reports.items()
+            if isinstance(r.get("webServiceUrl"), str) and r.get("webServiceUrl")
+        },
+    }
+
+
+def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
+    """One pass of the attached Pulsar connection: observe the cluster into the metadata store,
+    verify the moves sent before, send the queued ones (when in control and the executor runs;
+    ``services.executor``), and keep the observation's summary on the connection.
+
+    Returns:
+        The observation summary (``pulsar_observation_apply``'s and the cluster's leader, load
+        manager, version, ``sent`` and ``verified`` moves); None when nothing is attached.
+    """
+    from console.services import executor  # executor imports this module's connection helpers
+
+    pulsar_connection_from_environment()
+    connection = PulsarConnection.objects.filter(is_attached=True).first()
+    if connection is None:
+        return None
+    now = now or timezone.now()
+    try:
+        admin = admin_for(connection)
+    except ConsoleError as exc:
+        _failed(connection, now, exc.message)
+        return None
+    with admin:
+        try:
+            seen = observe(admin)
+        except PulsarAdminError as exc:
+            _failed(connection, now, f"{exc.method} {exc.url}: {exc.status} {exc.reason}")
+            raise
+        summary = _summary(seen, pulsar_observation_apply(seen))
+        summary["verified"] = executor.moves_verify(connection, seen, now=now)
+        # Sent after observing: each move is checked against the owners just seen.
+        summary["sent"] = executor.moves_send(connection, admin, now=timezone.now())
+    summary["controlAtStart"] = connection.observation.get("controlAtStart", False)
+    connection.observation = summary
+    connection.observed_at = now
+    connection.save(update_fields=["observation", "observed_at"])
+    if settings.FULCRUM_PULSAR_TAKE_CONTROL_AT_START and not summary["controlAtStart"]:
+        _take_control_at_start(connection, now)
+    return summary
+
+
+def _take_control_at_start(connection: PulsarConnection, now: datetime) -> None:
+    """The demo's one automatic take-over (FULCRUM_PULSAR_TAKE_CONTROL_AT_START): tried once;
+    an admin who releases control later is not overruled."""
+    from console.services.control import control_take  # control imports this module
+
+    connection.observation = {**connection.observation, "controlAtStart": True}
+    connection.save(update_fields=["observation"])
+    if connection.mode == PulsarConnection.Mode.CONTROL:
+        return
+    try:
+        control_take(connection.pk, actor=None, confirm=True, now=now)
+    except ConsoleError as exc:
+        log.warning("could not take control of %s at start: %s", connection.name, exc.message)
+
+
+def _failed(connection: PulsarConnection, now: datetime, why: str) -> None:
+    """The observation failed: said on the connection (the previous state stands)."""
+    connection.observation = {**connection.observation, "failure": why, "failedAt": now.isoformat()}
+    connection.save(update_fields=["observation"])
+    log.warning("Pulsar observation of %s failed: %s", connection.name, why)
+
+
+def pulsar_connection_save(
+    connection: PulsarConnection, *, token: str | None, actor: Any, changed: list[str]
+) -> PulsarConnection:
+    """Save a connection edited by an admin: a new ``token`` (None: keep the stored one; ""
+    with no ``token_env``: none) is encrypted; attaching detaches no other (at most one is
+    attached: the others must be detached first). Audited, the token never written out.
+
+    Raises:
+        ConsoleError: 403 not an admin; 409 another connection is attached, or this one is in
+            control and would be detached (release control first).
+    """
+    actor_check(actor, admin=True)
+    with transaction.atomic():
+        pulsar_connection_check(connection, attached=connection.is_attached, lock=True)
+        if token is not None:
+            connection.token_encrypted = token_encrypt(token)
+            changed = [*changed, "token"]
+        created = connection.pk is None
+        connection.save()
+        AuditEvent.objects.create(
+            at=timezone.now(),
+            actor=actor,
+            action=AuditEvent.Action.CONTROL,
+            target=connection.name,
+            reason=(
+                f"Pulsar connection {connection.name} added at {connection.admin_url}"
+                if created
+                else f"Pulsar connection {connection.name} changed: {', '.join(changed) or '-'}"
+            )
+            + ("; attached observe-only" if connection.is_attached and created else ""),
+        )
+    return connection
+
+
+def pulsar_connection_check(
+    connection: PulsarConnection, *, attached: bool, lock: bool = False
+) -> None:
+    """Refuse a second attached connection, and detaching one Fulcrum controls.
+
+    Raises:
+        ConsoleError: 409 naming ``is_attached``.
+    """
+    if attached:
+        rows = PulsarConnection.objects.filter(is_attached=True).exclude(pk=connection.pk)
+        other = (rows.select_for_update() if lock else rows).first()
+        if other is not None:
+            raise ConsoleError(
+                f"{other.name} is attached: detach it first (the console shows one cluster)",
+                status=409,
+                field="is_attached",
+            )
+    elif connection.pk and connection.mode == PulsarConnection.Mode.CONTROL:
+        raise ConsoleError(
+            f"Fulcrum controls {connection.name}: release control on the Pulsar page before "
+            "detaching it",
+            status=409,
+            field="is_attached",
+        )

@@ -30,6 +30,15 @@ DEMO_PARAMETERS = {
 
 
 @transaction.atomic
+def config_seed() -> Cluster:
+    """The cluster row and its demo balancer config alone: attached to a Pulsar cluster, the
+    brokers, namespaces and bundles come from observing it. Idempotent."""
+    cluster = Cluster.objects.order_by("pk").first() or Cluster.objects.create(name="default")
+    BalancerConfig.objects.get_or_create(cluster=cluster, defaults={"parameters": DEMO_PARAMETERS})
+    return cluster
+
+
+@transaction.atomic
 def cluster_seed(layout: Layout) -> Cluster:
     """Create the layout's cluster, failure domains, brokers, tenants, namespaces and bundles
     (unowned: placement assigns them on first lookup). Idempotent: existing rows are kept."""
@@ -69,16 +78,21 @@ def cluster_seed(layout: Layout) -> Cluster:
     return cluster
 
 
-def demo_operator_ensure(password_file: Path, username: str = "operator") -> tuple[str, str]:
+def demo_operator_ensure(
+    password_file: Path, username: str = "operator", *, admin: bool = False
+) -> tuple[str, str]:
     """The demo operator's (username, password); created with a random password kept in
-    ``password_file`` (mode 600) so that every ``make run`` can print it."""
+    ``password_file`` (mode 600) so that every ``make run`` can print it. ``admin``: a superuser
+    (who may take and release control of a Pulsar cluster)."""
     group, _ = Group.objects.get_or_create(name=OPERATORS_GROUP)
     user = User.objects.filter(username=username).first()
     if user is not None and password_file.exists():
         return username, password_file.read_text().strip()
     password = secrets.token_urlsafe(12)
     if user is None:
-        user = User.objects.create_user(username=username, password=password)
+        user = User.objects.create_user(
+            username=username, password=password, is_superuser=admin, is_staff=admin
+        )
     else:
         user.set_password(password)
         user.save()

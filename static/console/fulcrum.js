@@ -1337,5 +1337,153 @@ const Fulcrum = (() => {
     connect();
   }
 
-  return {dashboard, config, decision, broker, bundles, bundleMap, domains, reports, on, connect};
+
+  // The Pulsar page: the attached connection, control (previewed, confirmed), the executor and
+  // the moves with what verifying them found. Polled every 3 s and on every live event.
+  function pulsar(initial, isOperator, isAdmin) {
+    const result = document.getElementById("result");
+    const root = document.getElementById("connection");
+    let data = initial;
+    const say = (text, cls) => { result.textContent = text; result.className = `result ${cls || ""}`; };
+    const age = (iso) => iso ? `${Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000))} s ago` : "never";
+    const time = (iso) => iso ? new Date(iso).toISOString().slice(11, 19) : "—";
+    const short = (cls) => (cls || "unknown").split(".").pop();
+
+    function draw() {
+      root.innerHTML = "";
+      const attached = data.connections.find((c) => c.attached);
+      if (!attached) {
+        root.appendChild(el("h2", {}, "No cluster attached"));
+        root.appendChild(el("p", {}, "Fulcrum balances its own simulator. To attach a Pulsar cluster, set FULCRUM_PULSAR_URL (and FULCRUM_PULSAR_TOKEN, a superuser's token) in the environment, or add a Pulsar connection in the admin and mark it attached. It starts observe-only."));
+      } else {
+        const o = attached.observation || {};
+        const control = attached.mode === "control";
+        const head = el("h2", {}, `${attached.name} `);
+        head.appendChild(el("span", {class: `badge ${control ? "ok" : "muted"}`, id: "mode"}, control ? "Fulcrum in control" : "observe-only"));
+        if (control) head.appendChild(el("span", {class: `badge ${attached.executorStopped ? "warn" : "ok"}`, id: "executor"}, attached.executorStopped ? "executor stopped" : "executor running"));
+        root.appendChild(head);
+        const facts = el("dl", {class: "facts"});
+        const fact = (k, v) => { facts.appendChild(el("dt", {}, k)); facts.appendChild(el("dd", {}, v)); };
+        fact("Admin URL", attached.adminUrl);
+        fact("Token", attached.token);
+        if (attached.tlsCaFile) fact("TLS CA", attached.tlsCaFile);
+        fact("Observed", `${time(attached.observedAt)} UTC (${age(attached.observedAt)})`);
+        fact("Cluster", `${o.cluster || "?"}, leader ${o.leader || "unknown"}`);
+        fact("Load manager", `${short(o.loadManager)}${o.extensible ? " (load from /metrics and topic stats)" : ""}`);
+        fact("Pulsar version", o.version || "unknown" + (o.version ? "" : " (no broker said)"));
+        fact("Brokers", String(o.brokers ?? "?"));
+        fact("Bundles", `${o.bundles ?? "?"}: ${o.owned ?? "?"} owned, ${o.unowned ?? "?"} unowned (Pulsar assigns those at the next lookup)`);
+        fact("Load reports", `${o.reports ?? 0} accepted, ${o.unchanged ?? 0} not renewed since the last observation`);
+        fact("Moves in flight", `${attached.inFlight} of at most ${attached.maxMovesInFlight} sent at once`);
+        root.appendChild(facts);
+        if (o.failure) root.appendChild(el("p", {class: "error"}, `Last observation failed at ${time(o.failedAt)} UTC: ${o.failure}`));
+        const problems = [...(o.refused || []), ...(o.errors || [])];
+        if (problems.length) {
+          const box = el("details", {class: "warn"});
+          box.appendChild(el("summary", {}, `${problems.length} answer(s) refused or unread in the last observation`));
+          const ul = el("ul");
+          problems.forEach((p) => ul.appendChild(el("li", {}, p)));
+          box.appendChild(ul);
+          root.appendChild(box);
+        }
+        const actions = el("p");
+        if (isAdmin) {
+          const b = el("button", {id: "control", class: control ? "" : "primary"}, control ? "Release control…" : "Take control…");
+          b.addEventListener("click", () => openControl(attached));
+          actions.appendChild(b);
+        }
+        if (isOperator && control) {
+          const b = el("button", {id: "executor-toggle"}, attached.executorStopped ? "Start the executor" : "Stop the executor…");
+          b.addEventListener("click", () => toggleExecutor(attached));
+          actions.appendChild(document.createTextNode(" "));
+          actions.appendChild(b);
+        }
+        actions.appendChild(el("span", {class: "muted"}, control
+          ? " Pulsar's own shedding is off; Fulcrum's moves are sent as unloads with a destination (or splits) and verified."
+          : " Fulcrum records its plans without sending them. Taking control turns Pulsar's own shedding off first."));
+        root.appendChild(actions);
+      }
+      const body = document.querySelector("#moves tbody");
+      body.innerHTML = "";
+      data.moves.forEach((m) => {
+        const tr = el("tr", {"data-move": m.id, "data-state": m.state});
+        const outcome = m.outcome ? m.outcome : (m.state === "verifying" ? `waiting ${age(m.sentAt)}` : "");
+        [m.id, time(m.createdAt), m.kind, m.bundle, `${m.source} → ${m.destination || (m.kind === "split" ? "same broker" : "Pulsar's choice")}`,
+         m.state, outcome, m.outcomeReason].forEach((v, i) => tr.appendChild(el("td", i === 6 && m.outcome ? {class: `outcome ${m.outcome}`} : {}, String(v ?? ""))));
+        body.appendChild(tr);
+      });
+      if (!data.moves.length) body.appendChild(el("tr")).appendChild(el("td", {colspan: 8, class: "muted"}, "No move sent to Pulsar yet."));
+      const others = document.getElementById("others");
+      others.innerHTML = "";
+      const rest = data.connections.filter((c) => !c.attached);
+      if (rest.length) {
+        others.appendChild(el("h2", {}, "Other connections (stored, not attached)"));
+        const ul = el("ul");
+        rest.forEach((c) => ul.appendChild(el("li", {}, `${c.name}: ${c.adminUrl} (token: ${c.token}); attach it in the admin`)));
+        others.appendChild(ul);
+      }
+    }
+
+    async function refresh() {
+      try {
+        const response = await fetch("/api/pulsar/", {credentials: "same-origin"});
+        if (response.ok) { data = await response.json(); draw(); }
+      } catch (err) { /* the next poll retries */ }
+    }
+
+    const dialog = document.getElementById("control-dialog");
+    let pending = null;
+    async function openControl(connection) {
+      say("Reading Pulsar's configuration…");
+      try {
+        const response = await fetch(`/api/pulsar/${connection.id}/control/`, {credentials: "same-origin"});
+        const body = await response.json();
+        if (!response.ok) throw new Error((body.error && body.error.message) || response.statusText);
+        pending = {id: connection.id, action: body.action};
+        const take = body.action === "take";
+        document.getElementById("control-title").textContent = take ? `Take control of ${body.connection}` : `Release control of ${body.connection}`;
+        document.getElementById("control-summary").textContent = take
+          ? "Pulsar's own shedding is turned off (cluster-wide dynamic configuration) so that it never fights Fulcrum; the values below are recorded and restored when control is released. Fulcrum's executor then sends the balancer's moves."
+          : `Pulsar's configuration is put back as it was; ${body.inFlight} move(s) in flight: queued ones are cancelled, those sent are still verified. Fulcrum goes back to observe-only.`;
+        const tbody = document.querySelector("#control-changes tbody");
+        tbody.innerHTML = "";
+        body.changes.forEach((c) => {
+          const tr = el("tr");
+          [c.key, c.effective || "?", c.override ?? "none", c.to, c.how].forEach((v) => tr.appendChild(el("td", {}, v)));
+          tbody.appendChild(tr);
+        });
+        document.getElementById("control-note").textContent = "Audited with your name.";
+        say("");
+        dialog.showModal();
+      } catch (err) { say(err.message, "error"); }
+    }
+    document.getElementById("control-cancel").addEventListener("click", () => dialog.close());
+    document.getElementById("control-confirm").addEventListener("click", async () => {
+      dialog.close();
+      if (!pending) return;
+      try {
+        const body = await post(`/api/pulsar/${pending.id}/control/`, {action: pending.action, confirm: true});
+        data = body;
+        say(pending.action === "take" ? "Control taken: Pulsar's shedding is off." : "Control released: Pulsar's configuration is restored.", "ok");
+        draw();
+      } catch (err) { say(err.message, "error"); }
+    });
+
+    async function toggleExecutor(connection) {
+      const stop = !connection.executorStopped;
+      if (stop && !window.confirm("Stop the executor? Queued moves are cancelled; moves already sent to Pulsar are still verified. The balancer's plans are recorded, not sent.")) return;
+      try {
+        data = await post(`/api/pulsar/${connection.id}/executor/`, {stopped: stop});
+        say(stop ? "Executor stopped." : "Executor started.", "ok");
+        draw();
+      } catch (err) { say(err.message, "error"); }
+    }
+
+    on("balancer.bundle_moved", () => refresh());
+    setInterval(refresh, 3000);
+    draw();
+    connect();
+  }
+
+  return {dashboard, config, decision, broker, bundles, bundleMap, domains, reports, pulsar, on, connect};
 })();

@@ -1,5 +1,5 @@
 """The Pulsar admin client and observation (console/pulsar/admin.py,
-observe.py) against a fake two-broker Pulsar cluster served by httpx's MockTransport, with
+observe.py) against a fake two-broker Pulsar cluster replayed with respx, with
 the shapes, status codes and quirks of PULSAR_ADMIN.md: 307 to the owner or the named broker,
 the token re-sent on every hop, JSON and text/plain errors, heartbeat bundles, 204 bodies."""
 
@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+import respx
 
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError, error_reason
 from console.pulsar.observe import (
@@ -176,8 +177,16 @@ def fake():
 
 
 @pytest.fixture
-def admin(fake):
-    with PulsarAdmin(f"http://{B1}", token=TOKEN, transport=httpx.MockTransport(fake)) as client:
+def router(fake):
+    """Every httpx request answered by ``fake`` (respx)."""
+    with respx.mock(assert_all_called=False) as mocked:
+        mocked.route().mock(side_effect=fake)
+        yield mocked
+
+
+@pytest.fixture
+def admin(router):
+    with PulsarAdmin(f"http://{B1}", token=TOKEN) as client:
         yield client
 
 
@@ -216,7 +225,7 @@ def test_pulsar_s_refusals_carry_its_reason_json_or_text(admin, fake):
     with pytest.raises(PulsarAdminError) as looping:
         admin.request("GET", "/loop")
     assert "more than 5 redirects" in looping.value.reason
-    no_token = PulsarAdmin(f"http://{B1}", transport=httpx.MockTransport(fake))
+    no_token = PulsarAdmin(f"http://{B1}")
     with pytest.raises(PulsarAdminError) as unauthorized:
         no_token.clusters()
     assert (unauthorized.value.status, unauthorized.value.reason) == (401, "Unauthorized")
@@ -302,7 +311,7 @@ def test_a_malformed_load_report_is_refused_naming_the_broker_and_the_field(fake
     assert (refused.value.broker, refused.value.field) == (B1, field)
 
 
-def test_an_observation_becomes_the_metadata_store_and_the_live_load(admin, fake, db):
+def test_an_observation_becomes_the_metadata_store_and_the_live_load(admin, fake, router, db):
     from console import loadstore
     from console.models import Broker, Bundle, Namespace
     from console.services.pulsar import pulsar_observation_apply
@@ -349,7 +358,7 @@ def test_an_observation_becomes_the_metadata_store_and_the_live_load(admin, fake
             return httpx.Response(200, json={"boundaries": bounds, "numBundles": 5})
         return original(request)
 
-    admin._client._transport = httpx.MockTransport(split_done)
+    router.routes[0].side_effect = split_done
     after = pulsar_observation_apply(observe(admin))
     assert after["bundles"] == 5
     names = set(
@@ -377,16 +386,28 @@ def test_a_malformed_report_or_boundaries_are_refused_by_name_and_nothing_else_i
     assert Bundle.objects.count() == 4  # the good namespace is there
 
 
-def test_the_beat_task_observes_only_when_a_cluster_is_configured(settings):
-    from console.services.pulsar import pulsar_observe_run
+def test_the_beat_task_observes_only_when_a_cluster_is_attached(settings, db):
+    from console.models import PulsarConnection
+    from console.services.pulsar import pulsar_sync_run
 
     settings.FULCRUM_PULSAR_URL = ""
-    assert pulsar_observe_run() is None
+    assert pulsar_sync_run() is None
+    PulsarConnection.objects.create(name="stored", admin_url="http://x:8080")  # not attached
+    assert pulsar_sync_run() is None
+    # From the environment: added attached, observe-only, its token read from the environment.
+    settings.FULCRUM_PULSAR_URL = "http://127.0.0.1:1"  # nothing listens there
+    with pytest.raises(PulsarAdminError):
+        pulsar_sync_run()
+    made = PulsarConnection.objects.get(name=settings.FULCRUM_PULSAR_NAME)
+    assert (made.is_attached, made.mode, made.token_env) == (
+        True,
+        "observe",
+        "FULCRUM_PULSAR_TOKEN",
+    )
+    assert made.observation["failure"].startswith("GET http://127.0.0.1:1/admin/v2/clusters: 0")
 
 
-def test_attached_to_pulsar_the_balancer_records_its_plans_and_applies_none(
-    cluster, operator, settings
-):
+def test_attached_to_pulsar_the_balancer_records_its_plans_and_applies_none(cluster, operator):
     """Observe-only: the tick's plan is a decision that moved nothing; an operator's move is
     refused with the reason."""
     from console.models import AuditEvent, Bundle, Decision
@@ -402,11 +423,13 @@ def test_attached_to_pulsar_the_balancer_records_its_plans_and_applies_none(
     Bundle.objects.update(owner=owner)
     for name, cpu in zip(brokers, (95, 5, 5), strict=True):
         ingest(report(name, cpu, bundles=[b.name for b in bundles] if name == "broker-1" else []))
-    settings.FULCRUM_PULSAR_URL = "http://broker-1:8080"
+    from console.models import PulsarConnection
+
+    PulsarConnection.objects.create(name="c1", admin_url="http://broker-1:8080", is_attached=True)
     decision = shedding_tick_run()
     assert decision is not None
     assert decision.summary.startswith("observe-only")
-    assert decision.details["observeOnly"] is True
+    assert decision.details["notSent"].startswith("observe-only: Fulcrum observes")
     assert set(Bundle.objects.values_list("owner__name", flat=True)) == {"broker-1"}
     assert not AuditEvent.objects.filter(action="unload").exists()
     with pytest.raises(ConsoleError) as refused:
@@ -435,9 +458,107 @@ def test_a_broker_whose_bundles_cannot_be_read_keeps_them_and_odd_answers_are_na
     assert is_system_bundle("sla-monitor/c1/broker-1:8080/0x00000000_0xffffffff")
 
 
-def test_the_token_never_follows_a_redirect_from_https_down_to_http(fake):
-    secure = PulsarAdmin(f"https://{B1}", token=TOKEN, transport=httpx.MockTransport(fake))
+def test_the_token_never_follows_a_redirect_from_https_down_to_http(fake, router):
+    secure = PulsarAdmin(f"https://{B1}", token=TOKEN)
     with pytest.raises(PulsarAdminError) as refused:
         secure.request("GET", "/downgrade")
     assert "refused" in refused.value.reason
     assert [r.url.scheme for r in fake.requests] == ["https"]
+
+
+# The extensible load manager's metrics as Prometheus text (names and labels of
+# PULSAR_ADMIN.md §3.6; values from ExtensibleLoadManagerImplTest's expected metrics).
+LB = 'cluster="c1",broker="localhost",metric="loadBalancing"'
+EXTENSIBLE_METRICS = f"""\
+# TYPE pulsar_lb_bandwidth_in_usage gauge
+pulsar_lb_bandwidth_in_usage{{{LB}}} 3.0
+pulsar_lb_bandwidth_out_usage{{{LB}}} 4.0
+pulsar_lb_cpu_usage{{{LB}}} 1.0
+pulsar_lb_directMemory_usage{{{LB}}} 2.0
+pulsar_lb_memory_usage{{{LB}}} 400.0
+pulsar_lb_resource_usage{{{LB},feature="max_ema"}} 4.0
+pulsar_lb_unload_broker_breakdown_total{{{LB},reason="CoolDown",result="Skip"}} 5
+pulsar_lb_bundles_split_total{{cluster="c1",broker="localhost",metric="bundlesSplit"}} 35
+"""
+
+
+def test_the_extensible_manager_s_metrics_and_topic_stats_make_a_report():
+    from console.pulsar.observe import extensible_report, parse_metrics
+    from console.services.ingest import report_parse
+
+    seen = parse_metrics(B1, EXTENSIBLE_METRICS)
+    assert seen.usage == {
+        "bandwidthIn": 3.0,
+        "bandwidthOut": 4.0,
+        "cpu": 1.0,
+        "directMemory": 2.0,
+        "memory": 400.0,
+    }
+    assert seen.bundles == {}  # no pulsar_bundle_* under the extensible manager
+    topics = {
+        "public/default": {
+            "0x40000000_0x80000000": {
+                "persistent": {
+                    "persistent://public/default/t1": {
+                        "msgRateIn": 10.0,
+                        "msgThroughputIn": 10240.0,
+                        "msgRateOut": 20.0,
+                        "msgThroughputOut": 20480.0,
+                    },
+                    "persistent://public/default/t2": {"msgRateIn": 5.0, "msgThroughputIn": 0.0},
+                }
+            }
+        },
+        "pulsar/c1/broker-1:8080": {"0x00000000_0xffffffff": {"persistent": {}}},
+    }
+    report = extensible_report(B1, seen.usage, topics)
+    bundle = "public/default/0x40000000_0x80000000"
+    assert set(report["lastStats"]) == {bundle}  # the heartbeat left out
+    assert report["lastStats"][bundle]["msgRateIn"] == 15.0
+    assert report["lastStats"][bundle]["topics"] == 2
+    # Bandwidth: the summed throughput (kbit/s) against the limit its percentage implies.
+    assert report["bandwidthIn"] == {"usage": 10240.0 / 125, "limit": 10240.0 / 125 * 100 / 3.0}
+    assert report["cpu"] == {"usage": 1.0, "limit": 100.0}
+    doc = report_document(B1, report, [bundle])
+    assert report_parse(json.dumps(doc).encode()).name == B1  # the ingest path takes it
+    with pytest.raises(ObservationError) as missing:
+        extensible_report(B1, {"cpu": 1.0}, topics)
+    assert missing.value.field == "metrics.pulsar_lb_memory_usage"
+
+
+def test_the_modular_manager_s_top_n_stats_are_completed_from_its_bundle_metrics(
+    admin, fake, router
+):
+    from console.pulsar.observe import parse_metrics
+
+    metrics = "".join(
+        f'pulsar_bundle_msg_rate_in{{cluster="c1",broker="broker-1",bundle="{b}",'
+        f'metric="loadBalancing"}} 7.0\n'
+        f'pulsar_bundle_topics_count{{cluster="c1",broker="broker-1",bundle="{b}",'
+        f'metric="loadBalancing"}} 4\n'
+        for b in fake.owned[B1] + fake.heartbeats[B1]
+    )
+    assert set(parse_metrics(B1, metrics).bundles) == set(fake.owned[B1])  # heartbeats left out
+    original = fake.__call__
+
+    def top_one(request):
+        response = original(request)
+        on_b1 = request.url.netloc.decode() == B1
+        if on_b1 and request.url.path == "/admin/v2/broker-stats/load-report":
+            data = response.json()
+            data["lastStats"] = {fake.owned[B1][0]: data["lastStats"][fake.owned[B1][0]]}
+            return httpx.Response(200, json=data)
+        if request.url.path == "/metrics":
+            return httpx.Response(200, text=metrics if on_b1 else "")
+        return response
+
+    router.routes[0].side_effect = top_one
+    seen = observe(admin)
+    stats = seen.reports[B1]["lastStats"]
+    assert stats[fake.owned[B1][0]]["msgRateIn"] == 10.0  # the report's own figures kept
+    assert stats[fake.owned[B1][1]] == {"msgRateIn": 7.0, "topics": 4}  # from the metrics
+    with pytest.raises(ObservationError) as bad:
+        parse_metrics(B1, "pulsar_lb_cpu_usage{broker=} oops\n")
+    assert bad.value.field == "metrics"
+    with pytest.raises(ObservationError, match="must be ≥ 0"):
+        parse_metrics(B1, 'pulsar_lb_cpu_usage{broker="b"} -1\n')

@@ -1,0 +1,258 @@
+"""Taking and releasing control of an attached Pulsar cluster (PULSAR_ADMIN.md §3.7, the
+rolling-upgrade guide's pattern): Fulcrum never fights Pulsar's own shedder.
+
+Taking control turns Pulsar's shedding off through its dynamic configuration
+(``loadBalancerSheddingEnabled=false``; ``loadBalancerAutoBundleSplitEnabled=false`` too when
+Fulcrum splits) after recording each key's effective value and override; releasing control
+puts the effective values back and removes the overrides Fulcrum introduced. Both are an
+admin's action, previewed, confirmed and audited.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from console.access import actor_check
+from console.models import AuditEvent, BalancerConfig, PulsarConnection
+from console.pulsar.admin import PulsarAdmin, PulsarAdminError
+from console.services import executor
+from console.services.errors import ConsoleError
+from console.services.pulsar import admin_for
+
+SHEDDING: Final = "loadBalancerSheddingEnabled"
+AUTO_SPLIT: Final = "loadBalancerAutoBundleSplitEnabled"
+
+
+def _keys() -> list[str]:
+    """The keys taking control turns off: shedding, and auto-split when Fulcrum splits."""
+    config = BalancerConfig.objects.first()
+    return [SHEDDING, AUTO_SPLIT] if config and config.is_auto_split_enabled else [SHEDDING]
+
+
+def _connection(connection_id: int) -> PulsarConnection:
+    try:
+        return PulsarConnection.objects.get(pk=connection_id)
+    except PulsarConnection.DoesNotExist:
+        raise ConsoleError(
+            f"unknown Pulsar connection {connection_id}", status=404, field="connection"
+        ) from None
+
+
+def _unreachable(exc: PulsarAdminError, doing: str) -> ConsoleError:
+    return ConsoleError(
+        f"Pulsar refused {doing}: {exc.method} {exc.url} answered "
+        f"{exc.status or 'nothing'} {exc.reason}",
+        status=502,
+        field="connection",
+    )
+
+
+def control_preview(connection_id: int) -> dict[str, Any]:
+    """What taking (in observe-only) or releasing (in control) would change, read live.
+
+    Returns:
+        ``{"connection", "mode", "action": "take"|"release", "changes": [{"key", "effective",
+        "override" (None: none), "to", "how"}], "inFlight": moves}``.
+
+    Raises:
+        ConsoleError: 404 unknown connection; 409 a key this cluster cannot change at runtime;
+            502 Pulsar could not be read.
+    """
+    connection = _connection(connection_id)
+    with admin_for(connection) as admin:
+        if connection.mode == PulsarConnection.Mode.CONTROL:
+            changes = _release_changes(connection, admin)
+            action = "release"
+        else:
+            changes = _take_changes(admin)
+            action = "take"
+    return {
+        "connection": connection.name,
+        "mode": connection.mode,
+        "action": action,
+        "changes": changes,
+        "inFlight": executor.moves_in_flight(connection),
+    }
+
+
+def _take_changes(admin: PulsarAdmin) -> list[dict[str, Any]]:
+    try:
+        dynamic = set(admin.dynamic_config_names())
+        overrides = admin.dynamic_overrides()
+        effective = admin.runtime_config()
+    except PulsarAdminError as exc:
+        raise _unreachable(exc, "reading its configuration") from exc
+    changes = []
+    for key in _keys():
+        if key not in dynamic:
+            raise ConsoleError(
+                f"{key} cannot be changed at runtime on this cluster (not in its dynamic "
+                "configuration): Fulcrum cannot take control without fighting Pulsar's shedder",
+                status=409,
+                field="connection",
+            )
+        changes.append(
+            {
+                "key": key,
+                "effective": effective.get(key, ""),
+                "override": overrides.get(key),
+                "to": "false",
+                "how": "set (dynamic configuration, cluster-wide)",
+            }
+        )
+    return changes
+
+
+def _release_changes(connection: PulsarConnection, admin: PulsarAdmin) -> list[dict[str, Any]]:
+    try:
+        effective = admin.runtime_config()
+    except PulsarAdminError as exc:
+        raise _unreachable(exc, "reading its configuration") from exc
+    changes = []
+    for key, before in connection.previous_config.items():
+        how = "set back"
+        if before.get("override") is None:
+            how = "set back, then the override Fulcrum introduced removed"
+        changes.append(
+            {
+                "key": key,
+                "effective": effective.get(key, ""),
+                "override": before.get("override"),
+                "to": before.get("effective") or "true",
+                "how": how,
+            }
+        )
+    return changes
+
+
+def control_take(
+    connection_id: int, *, actor: User | None, confirm: bool, now: datetime
+) -> dict[str, Any]:
+    """Take control: turn Pulsar's shedding (and auto-split when Fulcrum splits) off, keeping
+    the previous values; the executor then sends Fulcrum's moves. A key that fails to change
+    rolls back those changed before it.
+
+    Returns:
+        ``control_preview``'s changes as applied.
+
+    Raises:
+        ConsoleError: 403 not an admin; 400 without ``confirm``; 409 already in control, or a
+            key that is not dynamic; 502 Pulsar refused (nothing is left changed).
+    """
+    actor_check(actor, admin=True)
+    if not confirm:
+        raise ConsoleError("confirm must be true to take control", field="confirm")
+    connection = _connection(connection_id)
+    if connection.mode == PulsarConnection.Mode.CONTROL:
+        raise ConsoleError(f"Fulcrum already controls {connection.name}", status=409)
+    with admin_for(connection) as admin:
+        changes = _take_changes(admin)
+        done: list[dict[str, Any]] = []
+        try:
+            for change in changes:
+                admin.set_dynamic_config(change["key"], change["to"])
+                done.append(change)
+            check = admin.dynamic_overrides()
+        except PulsarAdminError as exc:
+            _restore(admin, done)
+            raise _unreachable(exc, f"taking control ({len(done)} change(s) rolled back)") from exc
+    wrong = [c["key"] for c in changes if check.get(c["key"]) != "false"]
+    if wrong:
+        raise ConsoleError(
+            f"Pulsar did not keep {', '.join(wrong)}=false: control not taken", status=502
+        )
+    with transaction.atomic():
+        connection = PulsarConnection.objects.select_for_update().get(pk=connection.pk)
+        connection.mode = PulsarConnection.Mode.CONTROL
+        connection.is_executor_stopped = False
+        connection.previous_config = {
+            c["key"]: {"effective": c["effective"], "override": c["override"]} for c in changes
+        }
+        connection.save(update_fields=["mode", "is_executor_stopped", "previous_config"])
+        AuditEvent.objects.create(
+            at=now,
+            actor=actor,
+            action=AuditEvent.Action.CONTROL,
+            target=connection.name,
+            reason="control taken: Fulcrum's executor sends the balancer's moves; "
+            + "; ".join(_said(c) for c in changes),
+        )
+    return {"connection": connection.name, "mode": connection.mode, "changes": changes}
+
+
+def _said(change: dict[str, Any]) -> str:
+    override = change["override"]
+    was = f"override {override}" if override is not None else "no override"
+    return f"{change['key']} {change['effective'] or '?'} -> {change['to']} (was {was})"
+
+
+def _restore(admin: PulsarAdmin, changes: list[dict[str, Any]]) -> list[str]:
+    """Put each key back: its previous effective value, and no override when it had none.
+    Returns what failed, "<key>: <reason>"."""
+    failed = []
+    for change in changes:
+        key, before = change["key"], change.get("effective") or "true"
+        try:
+            admin.set_dynamic_config(key, before)
+            if change.get("override") is None:
+                # The value set above stays in force until a restart, when broker.conf's applies.
+                admin.delete_dynamic_config(key)
+        except PulsarAdminError as exc:
+            failed.append(f"{key}: {exc.status} {exc.reason}")
+    return failed
+
+
+def control_release(
+    connection_id: int, *, actor: User | None, confirm: bool, now: datetime
+) -> dict[str, Any]:
+    """Release control: queued moves are cancelled (those sent are still verified), Pulsar's
+    configuration is put back as it was, the connection is observe-only again.
+
+    Raises:
+        ConsoleError: 403 not an admin; 400 without ``confirm``; 409 not in control; 502 a key
+            Pulsar refused to restore (the connection stays in control, the executor stopped,
+            so that it can be tried again).
+    """
+    actor_check(actor, admin=True)
+    if not confirm:
+        raise ConsoleError("confirm must be true to release control", field="confirm")
+    connection = _connection(connection_id)
+    if connection.mode != PulsarConnection.Mode.CONTROL:
+        raise ConsoleError(f"Fulcrum does not control {connection.name}", status=409)
+    executor.executor_set(connection.pk, stopped=True, actor=actor, now=now)
+    changes = [
+        {"key": k, "effective": v.get("effective"), "override": v.get("override")}
+        for k, v in connection.previous_config.items()
+    ]
+    with admin_for(connection) as admin:
+        failed = _restore(admin, changes)
+    if failed:
+        raise ConsoleError(
+            "Pulsar refused to restore " + "; ".join(failed) + ": still in control, executor "
+            "stopped; try again",
+            status=502,
+            field="connection",
+        )
+    with transaction.atomic():
+        connection = PulsarConnection.objects.select_for_update().get(pk=connection.pk)
+        connection.mode = PulsarConnection.Mode.OBSERVE
+        connection.is_executor_stopped = False
+        connection.previous_config = {}
+        connection.save(update_fields=["mode", "is_executor_stopped", "previous_config"])
+        AuditEvent.objects.create(
+            at=now,
+            actor=actor,
+            action=AuditEvent.Action.CONTROL,
+            target=connection.name,
+            reason="control released: observe-only again, Pulsar's configuration restored: "
+            + "; ".join(
+                f"{c['key']} -> {c['effective'] or 'true'}"
+                + (" (override removed)" if c["override"] is None else "")
+                for c in changes
+            ),
+        )
+    return {"connection": connection.name, "mode": connection.mode, "changes": changes}

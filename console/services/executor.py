@@ -1,0 +1,350 @@
+"""The executor: the moves Fulcrum sends to an attached Pulsar cluster in control, and what
+observing the cluster afterwards found (PULSAR_ADMIN.md §4).
+
+A plan applied while in control (``services.apply``) queues one ``PulsarMove`` per move: an
+unload with its planned destination (Pulsar ≥ 3.0: ``destinationBroker``; older: a plain
+unload, said so), or a split with the configured algorithm. ``moves_send`` sends at most
+``max_moves_in_flight`` at a time, after checking on the last observation that the bundle still
+has the owner the plan saw (never an unload or a split of an unowned bundle — a split would
+assign it — nor a transfer to the current owner). A 204 does not say a bundle moved: after the
+next observation ``moves_verify`` records what happened — moved as planned, moved elsewhere (the
+modular load manager's destination is a one-shot hint a concurrent lookup can lose), still
+unowned, or failed with Pulsar's reason — in the audit.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from balancer import bundles as bundle_ops
+from balancer.errors import BalancerError
+from console import realtime
+from console.access import actor_check
+from console.models import AuditEvent, PulsarConnection, PulsarMove
+from console.pulsar.admin import PulsarAdmin, PulsarAdminError
+from console.pulsar.observe import Observation, supports_destination
+from console.services.errors import ConsoleError
+
+log = logging.getLogger(__name__)
+
+# A bundle still on its source this long after Pulsar answered 204 did not move (Pulsar waits up
+# to namespaceBundleUnloadingTimeoutMs, 60 s by default, before it answers).
+STILL_ON_SOURCE_S: Final = 60.0
+# An unloaded bundle no client has looked up this long after: recorded as unowned.
+UNOWNED_AFTER_S: Final = 300.0
+IN_FLIGHT: Final = (PulsarMove.State.QUEUED, PulsarMove.State.SENDING, PulsarMove.State.VERIFYING)
+
+
+def moves_in_flight(connection: PulsarConnection) -> int:
+    """Moves queued, being sent or awaiting verification."""
+    return connection.moves.filter(state__in=IN_FLIGHT).count()
+
+
+def moves_queue(
+    connection: PulsarConnection,
+    moves: list[tuple[PulsarMove, AuditEvent]],
+) -> None:
+    """Store planned moves with the audit rows that announce them (inside the caller's
+    transaction) and wake the executor once the transaction commits."""
+    for move, event in moves:
+        event.save()
+        move.connection = connection
+        move.audit = event
+        move.save()
+        realtime.publish(realtime.BUNDLE_MOVED, event.summary())
+    if moves:
+        from console.celery import app  # the Celery app, not a task module: services never
+
+        # import tasks; by name, on the route of settings.CELERY_TASK_ROUTES.
+        transaction.on_commit(lambda: app.send_task("console.tasks.pulsar_sync"))
+
+
+def _finish(move: PulsarMove, outcome: str, reason: str, now: datetime, owner: str = "") -> None:
+    """End a move with its outcome and audit what was found."""
+    move.state = PulsarMove.State.DONE
+    move.outcome = outcome
+    move.outcome_reason = reason
+    move.finished_at = now
+    move.save(update_fields=["state", "outcome", "outcome_reason", "finished_at"])
+    event = AuditEvent.objects.create(
+        at=now,
+        action=AuditEvent.Action.VERIFY,
+        target=move.bundle,
+        source=move.source,
+        destination=owner,
+        reason=f"{move.kind} {outcome}: {reason}",
+        decision=move.audit.decision if move.audit else None,
+    )
+    realtime.publish(realtime.BUNDLE_MOVED, event.summary())
+
+
+@dataclass
+class _Send:
+    move: PulsarMove
+    destination: str | None  # what is sent as destinationBroker
+    note: str  # said with the outcome
+
+
+def moves_send(connection: PulsarConnection, admin: PulsarAdmin, *, now: datetime) -> int:
+    """Send the queued moves, oldest first, while fewer than ``max_moves_in_flight`` are being
+    sent or verified (none while observe-only or stopped). Each is checked first against the
+    owners of the last observation; one that no longer fits is skipped, with why.
+
+    Returns:
+        How many calls Pulsar accepted.
+    """
+    if connection.mode != PulsarConnection.Mode.CONTROL or connection.is_executor_stopped:
+        return 0
+    busy = connection.moves.filter(
+        state__in=[PulsarMove.State.SENDING, PulsarMove.State.VERIFYING]
+    ).count()
+    room = max(0, connection.max_moves_in_flight - busy)
+    queued = list(connection.moves.filter(state=PulsarMove.State.QUEUED).order_by("id")[:room])
+    claimed = [
+        m
+        for m in queued
+        if PulsarMove.objects.filter(pk=m.pk, state=PulsarMove.State.QUEUED).update(
+            state=PulsarMove.State.SENDING, sent_at=now
+        )
+    ]
+    owners = _owners([m.bundle for m in claimed])
+    version = str(connection.observation.get("version", ""))
+    sends: list[_Send] = []
+    for move in claimed:
+        move.sent_at = now
+        why = _refusal(move, owners)
+        if why:
+            _finish(move, PulsarMove.Outcome.SKIPPED, why, now)
+            continue
+        destination = move.destination or None
+        note = ""
+        if destination and not supports_destination(version):
+            destination = None
+            note = (
+                f"destination not supported by this cluster's version ({version}): sent as a "
+                "plain unload, Pulsar places the bundle; "
+            )
+        sends.append(_Send(move, destination, note))
+
+    def send(item: _Send) -> None:
+        move = item.move
+        if move.kind == PulsarMove.Kind.UNLOAD:
+            admin.unload(move.bundle, item.destination)
+        else:
+            boundaries = move.boundaries if move.algorithm == "specified_positions_divide" else None
+            admin.split(move.bundle, move.algorithm, boundaries)
+
+    accepted = 0
+    for item, result in admin.each(sends, send):
+        move = item.move
+        if isinstance(result, PulsarAdminError):
+            status = f"HTTP {result.status}" if result.status else "unreachable"
+            why = f"Pulsar refused it ({status}): {result.reason}"
+            _finish(move, PulsarMove.Outcome.FAILED, why, now)
+            continue
+        accepted += 1
+        move.state = PulsarMove.State.VERIFYING
+        move.outcome_reason = item.note
+        move.save(update_fields=["state", "outcome_reason"])
+    return accepted
+
+
+def _owners(bundles: list[str]) -> dict[str, str | None]:
+    """bundle -> owner name (None: unowned) in the metadata store (the last observation);
+    absent: no such bundle any more."""
+    from console.services.apply import bundle_rows  # apply imports this module
+
+    return {
+        name: (row.owner.name if row.owner else None) for name, row in bundle_rows(bundles).items()
+    }
+
+
+def _refusal(move: PulsarMove, owners: dict[str, str | None]) -> str:
+    """Why a move must not be sent now ("" when it may)."""
+    if move.bundle not in owners:
+        return "it is no longer a bundle (split or merged since the plan); nothing was sent"
+    owner = owners[move.bundle]
+    if owner is None:
+        return (
+            "no broker owns it now; Fulcrum never unloads or splits an unowned bundle (a split "
+            "would assign it); nothing was sent"
+        )
+    if owner != move.source:
+        return f"its owner changed since the plan: now {owner}, not {move.source}; nothing was sent"
+    if move.destination and move.destination == owner:
+        return f"it is already on {owner}: no transfer to the current owner; nothing was sent"
+    return ""
+
+
+def moves_verify(connection: PulsarConnection, seen: Observation, *, now: datetime) -> int:
+    """Record what the observation ``seen`` says of each move awaiting verification: an unload
+    moved as planned / elsewhere, still on its source after ``STILL_ON_SOURCE_S`` (failed), or
+    unowned after ``UNOWNED_AFTER_S``; a split as planned, at other positions, or not done.
+    A broker whose bundles could not be read leaves its moves waiting.
+
+    Returns:
+        How many moves it ended.
+    """
+    bundles = set(seen.bundles())
+    ended = 0
+    waiting = connection.moves.filter(state=PulsarMove.State.VERIFYING).select_related("audit")
+    for move in waiting:
+        waited = (now - (move.sent_at or now)).total_seconds()
+        said = move.outcome_reason
+        after = f"{waited:.0f} s after it was sent"
+        if move.kind == PulsarMove.Kind.UNLOAD:
+            owner = seen.owners.get(move.bundle)
+            if move.bundle not in bundles:
+                _finish(
+                    move,
+                    PulsarMove.Outcome.FAILED,
+                    f"{said}it is no longer a bundle of its namespace {after} (split meanwhile)",
+                    now,
+                )
+            elif owner is None and (seen.unknown_owners or waited < UNOWNED_AFTER_S):
+                continue  # a client's lookup will place it (or an owner list could not be read)
+            elif owner is None:
+                _finish(
+                    move,
+                    PulsarMove.Outcome.UNOWNED,
+                    f"{said}unloaded, and no broker owns it {after}: no client has looked it up",
+                    now,
+                )
+            elif owner == move.source:
+                if waited < STILL_ON_SOURCE_S:
+                    continue
+                _finish(
+                    move,
+                    PulsarMove.Outcome.FAILED,
+                    f"{said}still owned by {owner} {after}, though Pulsar accepted the unload",
+                    now,
+                    owner,
+                )
+            elif not move.destination or owner == move.destination:
+                where = "as planned" if move.destination else "by Pulsar's placement"
+                _finish(
+                    move,
+                    PulsarMove.Outcome.AS_PLANNED,
+                    f"{said}moved {where}: {move.source} -> {owner}, verified {after}",
+                    now,
+                    owner,
+                )
+            else:
+                _finish(
+                    move,
+                    PulsarMove.Outcome.ELSEWHERE,
+                    f"{said}Pulsar placed it on {owner}, not on {move.destination} as planned "
+                    "(the modular load manager's destination is a one-shot hint a concurrent "
+                    f"lookup can take); verified {after}",
+                    now,
+                    owner,
+                )
+        else:
+            ended += _verify_split(move, seen, bundles, waited, after, now)
+            continue
+        ended += move.state == PulsarMove.State.DONE
+    return ended
+
+
+def _verify_split(
+    move: PulsarMove,
+    seen: Observation,
+    bundles: set[str],
+    waited: float,
+    after: str,
+    now: datetime,
+) -> int:
+    try:
+        parsed = bundle_ops.parse_bundle_name(move.bundle)
+    except BalancerError:  # stored by the executor itself: cannot happen, but never loop on it
+        _finish(move, PulsarMove.Outcome.FAILED, "not a bundle name", now)
+        return 1
+    if move.bundle in bundles:
+        if waited < STILL_ON_SOURCE_S:
+            return 0
+        _finish(
+            move,
+            PulsarMove.Outcome.FAILED,
+            f"still one bundle {after}, though Pulsar accepted the split",
+            now,
+        )
+        return 1
+    lower, upper = parsed.range.lower, parsed.range.upper
+    children = sorted(
+        b
+        for b in bundles
+        if b.startswith(parsed.namespace + "/")
+        and lower <= bundle_ops.parse_bundle_name(b).range.lower < upper
+    )
+    positions = [bundle_ops.parse_bundle_name(b).range.lower for b in children[1:]]
+    owners = sorted({seen.owners.get(b) or "nobody" for b in children})
+    where = f"into {len(children)} bundles owned by {', '.join(owners)}"
+    if positions == list(move.boundaries):
+        outcome, how = PulsarMove.Outcome.AS_PLANNED, f"split as planned {where}"
+    else:
+        planned = ", ".join(f"0x{p:08x}" for p in move.boundaries)
+        found = ", ".join(f"0x{p:08x}" for p in positions)
+        outcome = PulsarMove.Outcome.ELSEWHERE
+        how = f"split at {found or 'no position'} (planned {planned}) {where}"
+    _finish(move, outcome, f"{move.outcome_reason}{how}, verified {after}", now)
+    return 1
+
+
+def moves_cancel(connection: PulsarConnection, why: str, now: datetime) -> int:
+    """End every queued move as cancelled (those already sent are still verified)."""
+    cancelled = 0
+    for move in connection.moves.filter(state=PulsarMove.State.QUEUED).select_related("audit"):
+        _finish(move, PulsarMove.Outcome.CANCELLED, why, now)
+        cancelled += 1
+    return cancelled
+
+
+def executor_set(
+    connection_id: int, *, stopped: bool, actor: User | None, now: datetime
+) -> PulsarConnection:
+    """Stop the executor (queued moves are cancelled; moves already sent are still verified;
+    the balancer's plans are recorded, not sent) or start it again. Audited.
+
+    Raises:
+        ConsoleError: 403 for a viewer; 404 for an unknown connection.
+    """
+    actor_check(actor)
+    with transaction.atomic():
+        connection = _connection(connection_id, lock=True)
+        if connection.is_executor_stopped == stopped:
+            return connection
+        connection.is_executor_stopped = stopped
+        connection.save(update_fields=["is_executor_stopped"])
+        who = actor.get_username() if actor else "the balancer"
+        cancelled = 0
+        if stopped:
+            cancelled = moves_cancel(connection, f"the executor was stopped by {who}", now)
+        AuditEvent.objects.create(
+            at=now,
+            actor=actor,
+            action=AuditEvent.Action.CONTROL,
+            target=connection.name,
+            reason=(
+                f"executor stopped: {cancelled} queued move(s) cancelled; moves already sent "
+                "are still verified; plans are recorded, not sent"
+                if stopped
+                else "executor started: planned moves are sent to Pulsar again"
+            ),
+        )
+    return connection
+
+
+def _connection(connection_id: int, *, lock: bool = False) -> PulsarConnection:
+    rows = PulsarConnection.objects.select_for_update() if lock else PulsarConnection.objects
+    try:
+        return rows.get(pk=connection_id)
+    except PulsarConnection.DoesNotExist:
+        raise ConsoleError(
+            f"unknown Pulsar connection {connection_id}", status=404, field="connection"
+        ) from None

@@ -1,0 +1,546 @@
+"""Acting on a Pulsar cluster through the connector, replayed with respx against a small stateful
+fake cluster built from PULSAR_ADMIN.md's shapes and semantics: the executor's unloads (with and
+without a destination, modular and extensible load manager, a 2.10 broker), splits with each
+algorithm, verification by observing (a destination the modular manager lost), refusals, the
+cap on moves in flight, stopping the executor, and taking and releasing control."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from datetime import timedelta
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import httpx
+import pytest
+import respx
+from django.utils import timezone
+
+from tests.console.test_pulsar_connector import local_broker_data
+
+TOKEN = "s3cret-jwt"
+B1, B2, B3 = "broker-1:8080", "broker-2:8080", "broker-3:8080"
+MODULAR = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
+EXTENSIBLE = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+NS = "public/default"
+ALGORITHMS = (
+    "range_equally_divide",
+    "topic_count_equally_divide",
+    "specified_positions_divide",
+    "flow_or_qps_equally_divide",
+)
+DYNAMIC = ["loadBalancerSheddingEnabled", "loadBalancerAutoBundleSplitEnabled"]
+
+
+def name(lower: int, upper: int) -> str:
+    return f"{NS}/0x{lower:08x}_0x{upper:08x}"
+
+
+class Cluster:
+    """Three brokers; broker-2 leads. Unload: ML -> unowned with a one-shot affinity on the
+    leader, EL -> a transfer; ``lookup`` is a client's lookup (assigns). Splits keep the
+    children on the owner. Dynamic config with overrides. Every request recorded."""
+
+    def __init__(self, load_manager: str = MODULAR, version: str = "3.3.2") -> None:
+        self.load_manager, self.version = load_manager, version
+        self.bounds = [0, 0x40000000, 0x80000000, 0xC0000000, 0xFFFFFFFF]
+        self.owner: dict[str, str | None] = {
+            name(0, 0x40000000): B1,
+            name(0x40000000, 0x80000000): B1,
+            name(0x80000000, 0xC0000000): B1,
+            name(0xC0000000, 0xFFFFFFFF): B2,
+        }
+        self.affinity: dict[str, str] = {}
+        self.defaults = dict.fromkeys(DYNAMIC, "true") | {"loadManagerClassName": load_manager}
+        self.overrides: dict[str, str] = {}
+        self.requests: list[httpx.Request] = []
+        self.refuse_config = False
+
+    def lookup(self, bundle: str, *, lose_affinity: bool = False) -> str:
+        """A client's lookup: the affinity first (unless another lookup took it), else the
+        broker owning the fewest bundles."""
+        hint = self.affinity.pop(bundle, None)
+        if hint is None or lose_affinity:
+            counts = {b: list(self.owner.values()).count(b) for b in (B1, B2, B3)}
+            hint = min((b for b in counts if b != hint), key=lambda b: (counts[b], b))
+        self.owner[bundle] = hint
+        return hint
+
+    def _redirect(self, broker: str, request: httpx.Request, drop: str = "") -> httpx.Response:
+        query = {k: v for k, v in parse_qs(request.url.query.decode()).items() if k != drop}
+        query["authoritative"] = ["true"]
+        tail = "&".join(f"{k}={v[0]}" for k, v in query.items())
+        return httpx.Response(
+            307, headers={"Location": f"http://{broker}{request.url.path}?{tail}"}
+        )
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        if request.headers.get("authorization") != f"Bearer {TOKEN}":
+            return httpx.Response(401, json={"reason": "Authentication required"})
+        host = request.url.netloc.decode()
+        path = unquote(request.url.path)
+        query = {k: v[0] for k, v in parse_qs(urlsplit(str(request.url)).query).items()}
+        if path == "/admin/v2/clusters":
+            return httpx.Response(200, json=["c1"])
+        if path == "/admin/v2/brokers/c1":
+            return httpx.Response(200, json=[B1, B2, B3])
+        if path == "/admin/v2/brokers/leaderBroker":
+            leader = {"serviceUrl": f"http://{B2}"}
+            return httpx.Response(200, json=leader | ({"brokerId": B2} if self._v3 else {}))
+        if path.endswith("/ownedNamespaces"):
+            named = path.split("/")[5]
+            if named != host:
+                return self._redirect(named, request)
+            status = {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
+            mine = [b for b, o in self.owner.items() if o == named]
+            mine.append(f"pulsar/c1/{named}/0x00000000_0xffffffff")
+            return httpx.Response(200, json=dict.fromkeys(mine, status))
+        if path == "/admin/v2/clusters/c1/failureDomains":
+            return httpx.Response(200, json={})
+        if path == "/admin/v2/tenants":
+            return httpx.Response(200, json=["public"])
+        if path == "/admin/v2/namespaces/public":
+            return httpx.Response(200, json=[NS])
+        if path == f"/admin/v2/namespaces/{NS}/bundles":
+            bounds = [f"0x{b:08x}" for b in self.bounds]
+            return httpx.Response(200, json={"boundaries": bounds, "numBundles": len(bounds) - 1})
+        if path == f"/admin/v2/namespaces/{NS}/antiAffinity":
+            return httpx.Response(204)
+        if path == "/admin/v2/brokers/configuration":
+            return httpx.Response(200, json=DYNAMIC)
+        if path == "/admin/v2/brokers/configuration/values":
+            return httpx.Response(200, json=self.overrides)
+        if path == "/admin/v2/brokers/configuration/runtime":
+            return httpx.Response(200, json=self.defaults | self.overrides)
+        if path.startswith("/admin/v2/brokers/configuration/"):
+            return self._config(request, path)
+        if path == "/admin/v2/broker-stats/load-report":
+            if self.load_manager == EXTENSIBLE:
+                return httpx.Response(
+                    500, text="--- An unexpected error occurred in the server ---"
+                )
+            data = local_broker_data(host, [b for b, o in self.owner.items() if o == host])
+            data["brokerVersionString"] = self.version
+            data["lastUpdate"] = int(time.time() * 1000) + len(self.requests)  # always fresh
+            return httpx.Response(200, json=data)
+        if path == "/metrics":
+            return httpx.Response(200, text=self._metrics())
+        if path == "/admin/v2/broker-stats/topics":
+            return httpx.Response(200, json=self._topics(host))
+        if path.startswith("/lookup/"):
+            return httpx.Response(500, text="a test cluster never looks a topic up")
+        if path.endswith("/unload"):
+            return self._unload(request, host, path, query)
+        if path.endswith("/split"):
+            return self._split(request, host, path, query)
+        return httpx.Response(404, json={"reason": f"no such path {path}"})
+
+    @property
+    def _v3(self) -> bool:
+        return not self.version.startswith("2.")
+
+    def _config(self, request: httpx.Request, path: str) -> httpx.Response:
+        parts = path.split("/")[5:]
+        if parts[0] not in DYNAMIC:
+            return httpx.Response(412, json={"reason": "Cannot update non-dynamic configuration"})
+        if request.method == "DELETE":
+            self.overrides.pop(parts[0], None)
+            return httpx.Response(204)
+        if self.refuse_config and parts[0] == DYNAMIC[-1]:
+            return httpx.Response(412, json={"reason": "Invalid dynamic-config value"})
+        self.overrides[parts[0]] = parts[1]
+        return httpx.Response(204)
+
+    def _bundle(self, path: str) -> str:
+        return f"{NS}/{path.split('/')[-2]}"
+
+    def _unload(self, request, host, path, query) -> httpx.Response:
+        bundle = self._bundle(path)
+        if bundle not in self.owner:
+            return httpx.Response(412, json={"reason": f"Invalid bundle range {bundle}"})
+        destination = query.get("destinationBroker") if self._v3 else None
+        if destination and destination not in (B1, B2, B3):
+            return httpx.Response(
+                409, json={"reason": "Not allowed unload namespace bundle to inactive destination"}
+            )
+        owner = self.owner[bundle]
+        if owner is None:
+            return httpx.Response(204)  # nobody owns it: nothing happens
+        if self.load_manager == EXTENSIBLE:
+            if destination == owner:
+                return httpx.Response(500, text="cannot be transfer to same broker")
+            self.owner[bundle] = destination
+            return httpx.Response(204)
+        if destination and host != B2:
+            return self._redirect(B2, request)  # the leader takes the affinity first
+        if destination:
+            self.affinity[bundle] = destination
+            return self._redirect(owner, request, drop="destinationBroker")
+        if host != owner:
+            return self._redirect(owner, request)
+        self.owner[bundle] = None
+        return httpx.Response(204)
+
+    def _split(self, request, host, path, query) -> httpx.Response:
+        bundle = self._bundle(path)
+        algorithm = query.get("splitAlgorithmName", "range_equally_divide")
+        if algorithm not in ALGORITHMS:
+            return httpx.Response(
+                412, json={"reason": f"Unsupported split algorithm name {algorithm}"}
+            )
+        owner = self.owner.get(bundle)
+        if owner is None:
+            self.lookup(bundle)  # Pulsar's quirk: the ownership check assigns it
+            owner = self.owner[bundle]
+        if host != owner:
+            return self._redirect(owner, request)
+        lower, upper = (int(x, 16) for x in path.split("/")[-2].split("_"))
+        body = json.loads(request.content or b"[]")
+        if algorithm == "specified_positions_divide":
+            if not body:
+                return httpx.Response(412, json={"reason": "splitBoundaries must not be empty"})
+            cuts = sorted(body)
+        elif algorithm == "topic_count_equally_divide":
+            cuts = [lower + (upper - lower) // 4]  # where the topics' hashes split them
+        else:
+            cuts = [lower + (upper - lower) // 2]
+        points = [lower, *cuts, upper]
+        del self.owner[bundle]
+        for a, b in itertools.pairwise(points):
+            self.owner[name(a, b)] = owner
+        self.bounds = sorted(set(self.bounds) | set(cuts))
+        return httpx.Response(204)
+
+    def _metrics(self) -> str:
+        return (
+            "# TYPE pulsar_lb_cpu_usage gauge\n"
+            'pulsar_lb_cpu_usage{cluster="c1",broker="broker-1",metric="loadBalancing"} 30.0\n'
+            'pulsar_lb_memory_usage{cluster="c1",broker="broker-1",metric="loadBalancing"} 6.0\n'
+            'pulsar_lb_directMemory_usage{cluster="c1",broker="broker-1",metric="loadBalancing"}'
+            " 14.0\n"
+            'pulsar_lb_bandwidth_in_usage{cluster="c1",broker="broker-1",metric="loadBalancing"}'
+            " 2.0\n"
+            'pulsar_lb_bandwidth_out_usage{cluster="c1",broker="broker-1",metric="loadBalancing"}'
+            " 0.0\n"
+        )
+
+    def _topics(self, host: str) -> dict:
+        out: dict = {}
+        for bundle, owner in self.owner.items():
+            if owner == host:
+                topic = f"persistent://{bundle.rsplit('/', 1)[0]}/t-{bundle[-8:]}"
+                figures = {"msgRateIn": 10.0, "msgThroughputIn": 1024.0, "msgRateOut": 5.0}
+                out.setdefault(NS, {})[bundle.rsplit("/", 1)[1]] = {"persistent": {topic: figures}}
+        return out
+
+
+@pytest.fixture
+def pulsar(db, settings):
+    """A fake cluster behind respx, attached (observe-only) and observed once."""
+    from console.models import PulsarConnection
+    from console.services.pulsar import pulsar_sync_run, token_encrypt
+    from console.services.seed import config_seed
+
+    settings.FULCRUM_PULSAR_URL = ""
+    settings.FULCRUM_PULSAR_TAKE_CONTROL_AT_START = False
+    config_seed()
+    fake = Cluster()
+    with respx.mock(assert_all_called=False) as router:
+        router.route().mock(side_effect=lambda request: fake(request))
+        connection = PulsarConnection.objects.create(
+            name="c1",
+            admin_url=f"http://{B1}",
+            token_encrypted=token_encrypt(TOKEN),
+            is_attached=True,
+        )
+        fake.connection = connection
+        def sync(**kw):
+            summary = pulsar_sync_run(**kw)
+            connection.refresh_from_db()
+            return summary
+
+        fake.sync = sync
+        fake.sync()
+        yield fake
+
+
+@pytest.fixture
+def admin_user(db):
+    from django.contrib.auth.models import User
+
+    return User.objects.create_superuser("root", password="s3cret-pass")
+
+
+def take_control(pulsar, admin_user):
+    from console.services.control import control_take
+
+    control_take(pulsar.connection.pk, actor=admin_user, confirm=True, now=timezone.now())
+    pulsar.connection.refresh_from_db()
+
+
+def moves():
+    from console.models import PulsarMove
+
+    return list(PulsarMove.objects.order_by("id"))
+
+
+def test_taking_control_turns_pulsar_s_shedding_off_and_releasing_restores_it(pulsar, admin_user):
+    from console.models import AuditEvent, BalancerConfig
+    from console.services.control import control_preview, control_release, control_take
+    from console.services.errors import ConsoleError
+
+    pulsar.overrides["loadBalancerAutoBundleSplitEnabled"] = "false"  # an operator's own choice
+    BalancerConfig.objects.update(is_auto_split_enabled=True)  # Fulcrum splits: auto-split off
+    preview = control_preview(pulsar.connection.pk)
+    assert preview["action"] == "take"
+    assert [(c["key"], c["effective"], c["override"], c["to"]) for c in preview["changes"]] == [
+        ("loadBalancerSheddingEnabled", "true", None, "false"),
+        ("loadBalancerAutoBundleSplitEnabled", "false", "false", "false"),
+    ]
+    with pytest.raises(ConsoleError) as unconfirmed:
+        control_take(pulsar.connection.pk, actor=admin_user, confirm=False, now=timezone.now())
+    assert unconfirmed.value.field == "confirm"
+    assert pulsar.overrides == {"loadBalancerAutoBundleSplitEnabled": "false"}  # nothing moved
+    take_control(pulsar, admin_user)
+    assert pulsar.overrides == dict.fromkeys(DYNAMIC, "false")
+    assert pulsar.connection.mode == "control"
+    assert pulsar.connection.previous_config == {
+        "loadBalancerSheddingEnabled": {"effective": "true", "override": None},
+        "loadBalancerAutoBundleSplitEnabled": {"effective": "false", "override": "false"},
+    }
+    taken = AuditEvent.objects.get(action="control", reason__startswith="control taken")
+    assert taken.actor == admin_user
+    assert "loadBalancerSheddingEnabled true -> false (was no override)" in taken.reason
+    # Released: the effective values back, the override Fulcrum introduced removed, the
+    # operator's own override kept.
+    control_release(pulsar.connection.pk, actor=admin_user, confirm=True, now=timezone.now())
+    assert pulsar.overrides == {"loadBalancerAutoBundleSplitEnabled": "false"}
+    sets = [r for r in pulsar.requests if r.method in ("POST", "DELETE")]
+    assert [f"{r.method} {unquote(r.url.path).rsplit('/configuration/', 1)[1]}" for r in sets] == [
+        "POST loadBalancerSheddingEnabled/false",
+        "POST loadBalancerAutoBundleSplitEnabled/false",
+        "POST loadBalancerSheddingEnabled/true",
+        "DELETE loadBalancerSheddingEnabled",
+        "POST loadBalancerAutoBundleSplitEnabled/false",
+    ]
+    pulsar.connection.refresh_from_db()
+    assert (pulsar.connection.mode, pulsar.connection.previous_config) == ("observe", {})
+
+
+def test_a_key_pulsar_refuses_rolls_back_the_others_and_an_operator_cannot_take_control(
+    pulsar, admin_user, operator
+):
+    from console.models import BalancerConfig
+    from console.services.control import control_take
+    from console.services.errors import ConsoleError
+
+    BalancerConfig.objects.update(is_auto_split_enabled=True)
+    pulsar.refuse_config = True
+    with pytest.raises(ConsoleError) as refused:
+        control_take(pulsar.connection.pk, actor=admin_user, confirm=True, now=timezone.now())
+    assert refused.value.status == 502
+    assert "Invalid dynamic-config value" in refused.value.message
+    assert pulsar.overrides == {}  # shedding set back and its new override removed
+    pulsar.connection.refresh_from_db()
+    assert pulsar.connection.mode == "observe"
+    with pytest.raises(ConsoleError) as not_admin:
+        control_take(pulsar.connection.pk, actor=operator, confirm=True, now=timezone.now())
+    assert not_admin.value.status == 403
+
+
+def test_an_unload_with_a_destination_is_sent_by_the_leader_and_verified_as_planned(
+    pulsar, admin_user, operator
+):
+    from console.models import AuditEvent, Bundle
+    from console.services import bundle_unload
+
+    take_control(pulsar, admin_user)
+    bundle = name(0, 0x40000000)
+    bundle_unload(bundle, actor=operator, destination=B3, note="rebalance", force=True)
+    (move,) = moves()
+    assert (move.kind, move.source, move.destination, move.state) == ("unload", B1, B3, "queued")
+    assert Bundle.objects.get(lower=0, namespace__name=NS).owner.name == B1  # Pulsar decides
+    announced = AuditEvent.objects.get(action="unload", target=bundle)
+    assert "sent to Pulsar by the executor (unload with destination broker-3:8080)" in (
+        announced.reason
+    )
+    pulsar.requests.clear()
+    pulsar.sync()
+    unloads = [r for r in pulsar.requests if r.url.path.endswith("/unload")]
+    # To the leader with the destination, then to the owner without it.
+    assert [(r.url.host, "destinationBroker" in str(r.url)) for r in unloads] == [
+        ("broker-1", True),
+        ("broker-2", True),
+        ("broker-1", False),
+    ]
+    move.refresh_from_db()
+    assert move.state == "verifying"  # unowned until a client looks it up
+    assert pulsar.owner[bundle] is None
+    assert pulsar.lookup(bundle) == B3  # the affinity the leader kept
+    pulsar.sync()
+    move.refresh_from_db()
+    assert (move.state, move.outcome) == ("done", "as-planned")
+    assert move.outcome_reason.startswith(f"moved as planned: {B1} -> {B3}")
+    verified = AuditEvent.objects.get(action="verify")
+    assert (verified.target, verified.destination) == (bundle, B3)
+    assert verified.decision_id == announced.decision_id
+    assert Bundle.objects.get(lower=0, namespace__name=NS).owner.name == B3
+    # Nothing ever looked a topic up.
+    assert not any(r.url.path.startswith("/lookup/") for r in pulsar.requests)
+
+
+def test_a_destination_the_modular_manager_lost_is_found_on_verification(
+    pulsar, admin_user, operator
+):
+    take_control(pulsar, admin_user)
+    bundle = name(0x40000000, 0x80000000)
+    from console.services import bundle_unload
+
+    bundle_unload(bundle, actor=operator, destination=B3, force=True)
+    pulsar.sync()
+    assert pulsar.lookup(bundle, lose_affinity=True) == B2  # a concurrent lookup won
+    pulsar.sync()
+    (move,) = moves()
+    assert move.outcome == "elsewhere"
+    assert f"Pulsar placed it on {B2}, not on {B3} as planned" in move.outcome_reason
+
+
+def test_under_the_extensible_manager_a_transfer_is_verified_at_once(pulsar, admin_user, operator):
+    from console.services import bundle_unload
+
+    pulsar.load_manager = EXTENSIBLE
+    pulsar.defaults["loadManagerClassName"] = EXTENSIBLE
+    pulsar.sync()
+    assert pulsar.connection.observation["extensible"] is True
+    take_control(pulsar, admin_user)
+    bundle_unload(name(0, 0x40000000), actor=operator, destination=B3, force=True)
+    assert pulsar.sync()["sent"] == 1
+    summary = pulsar.sync()
+    assert summary["verified"] == 1  # a transfer: owned by the destination at once
+    assert summary["reports"] == 3  # made from /metrics and the topic stats
+    (move,) = moves()
+    assert move.outcome == "as-planned"
+
+
+def test_a_2_10_cluster_gets_a_plain_unload_said_so(pulsar, admin_user, operator):
+    from console.services import bundle_unload
+
+    pulsar.version = "2.10.6"
+    pulsar.sync()
+    assert pulsar.connection.observation["version"] == "2.10.6"
+    take_control(pulsar, admin_user)
+    bundle = name(0, 0x40000000)
+    bundle_unload(bundle, actor=operator, destination=B3, force=True)
+    pulsar.requests.clear()
+    pulsar.sync()
+    (unload,) = [r for r in pulsar.requests if r.url.path.endswith("/unload")]
+    assert "destinationBroker" not in str(unload.url)
+    pulsar.lookup(bundle)
+    pulsar.sync()
+    (move,) = moves()
+    assert move.outcome_reason.startswith("destination not supported by this cluster's version")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_split_is_sent_with_the_configured_algorithm_and_verified(
+    pulsar, admin_user, operator, algorithm
+):
+    from console.models import BalancerConfig, Bundle
+    from console.services import bundle_split
+
+    take_control(pulsar, admin_user)
+    BalancerConfig.objects.update(split_algorithm=algorithm)
+    bundle = name(0x80000000, 0xC0000000)
+    bundle_split(
+        bundle,
+        actor=operator,
+        algorithm="specified_positions_divide",
+        positions=[0xA0000000],
+        force=True,
+    )
+    pulsar.requests.clear()
+    pulsar.sync()
+    (split,) = [r for r in pulsar.requests if r.url.path.endswith("/split")]
+    pulsar.sync()  # observed: verified
+    assert parse_qs(split.url.query.decode())["splitAlgorithmName"] == [algorithm]
+    body = json.loads(split.content)
+    assert body == ([0xA0000000] if algorithm == "specified_positions_divide" else [])
+    (move,) = moves()
+    planned = algorithm in (
+        "specified_positions_divide",
+        "range_equally_divide",
+        "flow_or_qps_equally_divide",
+    )
+    assert move.outcome == ("as-planned" if planned else "elsewhere")
+    assert f"owned by {B1}" in move.outcome_reason
+    assert Bundle.objects.filter(namespace__name=NS).count() == 5
+
+
+def test_moves_the_cluster_overtook_are_skipped_and_never_sent(pulsar, admin_user, operator):
+    from console.services import bundle_split, bundle_unload
+
+    take_control(pulsar, admin_user)
+    first, second = name(0, 0x40000000), name(0x40000000, 0x80000000)
+    bundle_unload(first, actor=operator, destination=B3, force=True)
+    bundle_split(second, actor=operator, force=True)
+    pulsar.owner[first] = B2  # moved by someone else before the executor ran
+    pulsar.owner[second] = None  # unloaded meanwhile: a split would assign it
+    pulsar.requests.clear()
+    pulsar.sync()
+    skipped = {m.bundle: m.outcome_reason for m in moves() if m.outcome == "skipped"}
+    assert skipped[first].startswith(f"its owner changed since the plan: now {B2}")
+    assert skipped[second].startswith("no broker owns it now; Fulcrum never unloads or splits")
+    assert not [r for r in pulsar.requests if r.method == "PUT"]
+    assert not any(r.url.path.startswith("/lookup/") for r in pulsar.requests)
+    # Pulsar's refusal is kept with its reason.
+    bundle_unload(name(0x80000000, 0xC0000000), actor=operator, destination=B3, force=True)
+    pulsar.owner.pop(name(0x80000000, 0xC0000000))  # a split elsewhere: 412 on the old range
+    pulsar.owner[name(0x80000000, 0xC0000000)] = B1
+    original = pulsar._unload
+    pulsar._unload = lambda *a: httpx.Response(412, json={"reason": "Invalid bundle range"})
+    pulsar.sync()
+    pulsar._unload = original
+    failed = moves()[-1]
+    assert (failed.outcome, failed.outcome_reason) == (
+        "failed",
+        "Pulsar refused it (HTTP 412): Invalid bundle range",
+    )
+
+
+def test_the_executor_keeps_the_cap_and_stopping_it_cancels_what_is_queued(
+    pulsar, admin_user, operator
+):
+    from console.models import PulsarMove
+    from console.services import bundle_unload
+    from console.services.executor import executor_set
+
+    take_control(pulsar, admin_user)
+    pulsar.connection.max_moves_in_flight = 1
+    pulsar.connection.save()
+    bundle_unload(name(0, 0x40000000), actor=operator, destination=B3, force=True)
+    bundle_unload(name(0x40000000, 0x80000000), actor=operator, destination=B3, force=True)
+    pulsar.sync()
+    assert [m.state for m in moves()] == ["verifying", "queued"]
+    # While moves are in flight the balancer's own plans wait (an operator's do not).
+    from console.models import Decision
+
+    bundle_unload(name(0x80000000, 0xC0000000), actor=None, force=True)
+    waiting = Decision.objects.order_by("-id").first()
+    assert waiting.details["notSent"] == "waiting for 2 move(s) in flight on Pulsar to be verified"
+    assert PulsarMove.objects.count() == 2
+    executor_set(pulsar.connection.pk, stopped=True, actor=operator, now=timezone.now())
+    assert [(m.state, m.outcome) for m in moves()] == [("verifying", ""), ("done", "cancelled")]
+    assert "stopped by alice" in moves()[1].outcome_reason
+    # Stopped: the operator's next move is refused, and the tick sends nothing.
+    from console.services.errors import ConsoleError
+
+    with pytest.raises(ConsoleError) as refused:
+        bundle_unload(name(0x80000000, 0xC0000000), actor=operator, force=True)
+    assert refused.value.status == 409
+    assert "the executor is stopped" in refused.value.message
+    # What was sent is still verified.
+    pulsar.lookup(name(0, 0x40000000))
+    pulsar.sync(now=timezone.now() + timedelta(seconds=1))
+    assert moves()[0].outcome == "as-planned"
