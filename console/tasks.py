@@ -55,8 +55,15 @@ def report_run(run_id: int) -> str:
 @shared_task(ignore_result=True)
 def pulsar_sync() -> dict | None:
     """One pass of the attached Pulsar cluster (``services.pulsar.pulsar_sync_run``): send the
-    queued moves, observe, verify. None when no cluster is attached."""
-    return pulsar_sync_run()
+    queued moves, observe, verify. Returns its counts (None when no cluster is attached)."""
+    summary = pulsar_sync_run()
+    if summary is None:
+        return None
+    keys = ("brokers", "bundles", "owned", "unowned", "reports", "sent", "verified")
+    return {k: summary.get(k) for k in keys} | {
+        "refused": len(summary.get("refused", [])),
+        "errors": len(summary.get("errors", [])),
+    }
 
 
 @shared_task(ignore_result=True)

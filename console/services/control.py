@@ -110,18 +110,19 @@ def _take_changes(admin: PulsarAdmin) -> list[dict[str, Any]]:
 def _release_changes(connection: PulsarConnection, admin: PulsarAdmin) -> list[dict[str, Any]]:
     try:
         effective = admin.runtime_config()
+        overrides = admin.dynamic_overrides()
     except PulsarAdminError as exc:
         raise _unreachable(exc, "reading its configuration") from exc
     changes = []
     for key, before in connection.previous_config.items():
-        how = "set back"
+        how = f"set back (its override {before.get('override')} kept)"
         if before.get("override") is None:
             how = "set back, then the override Fulcrum introduced removed"
         changes.append(
             {
                 "key": key,
                 "effective": effective.get(key, ""),
-                "override": before.get("override"),
+                "override": overrides.get(key),
                 "to": before.get("effective") or "true",
                 "how": how,
             }

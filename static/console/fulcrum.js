@@ -1407,7 +1407,8 @@ const Fulcrum = (() => {
       body.innerHTML = "";
       data.moves.forEach((m) => {
         const tr = el("tr", {"data-move": m.id, "data-state": m.state});
-        const outcome = m.outcome ? m.outcome : (m.state === "verifying" ? `waiting ${age(m.sentAt)}` : "");
+        const waited = m.sentAt ? Math.max(0, Math.round((Date.now() - Date.parse(m.sentAt)) / 1000)) : 0;
+        const outcome = m.outcome ? m.outcome : (m.state === "verifying" ? `observing (sent ${waited} s ago)` : "");
         [m.id, time(m.createdAt), m.kind, m.bundle, `${m.source} → ${m.destination || (m.kind === "split" ? "same broker" : "Pulsar's choice")}`,
          m.state, outcome, m.outcomeReason].forEach((v, i) => tr.appendChild(el("td", i === 6 && m.outcome ? {class: `outcome ${m.outcome}`} : {}, String(v ?? ""))));
         body.appendChild(tr);

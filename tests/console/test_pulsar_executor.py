@@ -256,6 +256,7 @@ def pulsar(db, settings):
             is_attached=True,
         )
         fake.connection = connection
+
         def sync(**kw):
             summary = pulsar_sync_run(**kw)
             connection.refresh_from_db()
@@ -544,3 +545,82 @@ def test_the_executor_keeps_the_cap_and_stopping_it_cancels_what_is_queued(
     pulsar.lookup(name(0, 0x40000000))
     pulsar.sync(now=timezone.now() + timedelta(seconds=1))
     assert moves()[0].outcome == "as-planned"
+
+
+def test_the_pulsar_page_and_its_api_refuse_bad_input_by_field_and_role(
+    pulsar, client, operator, viewer, admin_user
+):
+    from console.models import AuditEvent
+
+    client.force_login(viewer)
+    page = client.get("/pulsar/")
+    assert page.status_code == 200
+    assert b"Fulcrum.pulsar(" in page.content
+    status = client.get("/api/pulsar/").json()
+    (shown,) = status["connections"]
+    assert (shown["name"], shown["mode"], shown["token"]) == ("c1", "observe", "stored, encrypted")
+    assert "brokerUrls" not in shown["observation"]
+    assert shown["observation"]["leader"] == B2
+    assert client.post(f"/api/pulsar/{shown['id']}/executor/", {"stopped": True}).status_code == 403
+    client.force_login(operator)
+    url = f"/api/pulsar/{shown['id']}/control/"
+    preview = client.get(url).json()
+    assert preview["action"] == "take"
+    bad = client.post(url, {"action": "take"}, content_type="application/json")
+    assert bad.status_code == 400
+    assert "confirm" in bad.json()
+    wrong = client.post(url, {"action": "steal", "confirm": True}, content_type="application/json")
+    assert wrong.status_code == 400
+    assert "action" in wrong.json()
+    not_admin = client.post(
+        url, {"action": "take", "confirm": True}, content_type="application/json"
+    )
+    assert not_admin.status_code == 403
+    assert pulsar.overrides == {}
+    unknown = client.post(
+        "/api/pulsar/999/executor/", {"stopped": True}, content_type="application/json"
+    )
+    assert unknown.status_code == 404
+    client.force_login(admin_user)
+    taken = client.post(url, {"action": "take", "confirm": True}, content_type="application/json")
+    assert taken.status_code == 200
+    assert taken.json()["connections"][0]["mode"] == "control"
+    stop = client.post(
+        f"/api/pulsar/{shown['id']}/executor/", {"stopped": True}, content_type="application/json"
+    )
+    assert stop.json()["connections"][0]["executorStopped"] is True
+    assert AuditEvent.objects.filter(action="control").count() == 2
+
+
+def test_an_admin_adds_a_connection_whose_token_is_stored_encrypted(pulsar, client, admin_user):
+    from console.models import AuditEvent, PulsarConnection
+    from console.services.pulsar import connection_token
+
+    client.force_login(admin_user)
+    form = {
+        "name": "east",
+        "admin_url": "https://pulsar-east:8443/",
+        "token": "east-secret",
+        "token_env": "",
+        "tls_ca_file": "",
+        "max_moves_in_flight": 2,
+    }
+    added = client.post("/admin/console/pulsarconnection/add/", form)
+    assert added.status_code == 302
+    east = PulsarConnection.objects.get(name="east")
+    assert east.admin_url == "https://pulsar-east:8443"
+    assert "east-secret" not in east.token_encrypted
+    assert connection_token(east) == "east-secret"
+    assert not east.is_attached
+    assert AuditEvent.objects.filter(action="control", target="east").exists()
+    # A second attached connection is refused, naming the field; nothing is written.
+    again = client.post(
+        "/admin/console/pulsarconnection/add/", form | {"name": "west", "is_attached": "on"}
+    )
+    assert again.status_code == 200
+    assert "c1 is attached: detach it first" in again.content.decode()
+    assert not PulsarConnection.objects.filter(name="west").exists()
+    bad = client.post(
+        "/admin/console/pulsarconnection/add/", form | {"name": "x", "admin_url": "pulsar-x:8080"}
+    )
+    assert "must start with http:// or https://" in bad.content.decode()

@@ -1,0 +1,135 @@
+"""End to end through the connector: the simulator as a Pulsar cluster (its brokers answering
+through respx, no sockets), observed by the console, control taken, full shedding cycles whose
+moves the executor sends and verifies, and an operator's unload to a destination verified in the
+audit; the connector never looks a topic up."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+import respx
+import time_machine
+
+from balancer.simulator.layout import DEMO
+from balancer.simulator.traces import default_traces_dir, load_cpu_series, load_functions
+from balancer.simulator.workload import build_workload
+from console.connectors.pulsar_cluster import PulsarCluster
+
+TOKEN = "e2e-token"
+START = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def world(db, settings):
+    """The demo cluster served by respx at 127.0.0.1:18080…18087, the console attached to it."""
+    from console.models import PulsarConnection
+    from console.services.pulsar import token_encrypt
+    from console.services.seed import config_seed
+
+    settings.FULCRUM_PULSAR_URL = ""
+    settings.FULCRUM_PULSAR_TAKE_CONTROL_AT_START = False
+    traces = default_traces_dir()
+    workload = build_workload(DEMO, load_functions(traces))
+    cpu = {b.name: load_cpu_series(traces, b.cpu_series) for b in DEMO.brokers}
+    with time_machine.travel(START, tick=False) as clock:
+        cluster = PulsarCluster(workload, cpu, token=TOKEN, start_minute=600)
+
+        def answer(request: httpx.Request) -> httpx.Response:
+            status, headers, body = cluster.handle(
+                request.url.netloc.decode(),
+                request.method,
+                request.url.path,
+                request.url.query.decode(),
+                dict(request.headers),
+                request.content,
+            )
+            return httpx.Response(status, headers=headers, content=body)
+
+        config_seed()
+        connection = PulsarConnection.objects.create(
+            name="demo",
+            admin_url="http://127.0.0.1:18080",
+            token_encrypted=token_encrypt(TOKEN),
+            is_attached=True,
+        )
+        with respx.mock(assert_all_called=False) as router:
+            router.route().mock(side_effect=answer)
+            yield cluster, connection, clock
+
+
+def minute(cluster, clock, seconds: float = 10.0):
+    """Play one trace minute and move the clock on."""
+    from console.services.pulsar import pulsar_sync_run
+
+    clock.shift(seconds)
+    cluster.step(datetime.now(UTC).timestamp())
+    return pulsar_sync_run()
+
+
+def test_shedding_cycles_run_through_the_connector_and_every_move_is_verified(
+    world, django_user_model
+):
+    from console.models import AuditEvent, Bundle, Decision, PulsarMove
+    from console.services import shedding_tick_run
+    from console.services.control import control_take
+
+    cluster, connection, clock = world
+    first = minute(cluster, clock)
+    assert first["owned"] == first["bundles"] > 0
+    assert (first["refused"], first["errors"]) == ([], [])
+    admin = django_user_model.objects.create_superuser("root", password="s3cret-pass")
+    control_take(connection.pk, actor=admin, confirm=True, now=datetime.now(UTC))
+    assert cluster.overrides == {"loadBalancerSheddingEnabled": "false"}
+    pulsar_shed_before = len(cluster.shed_log)
+    for _ in range(12):
+        shedding_tick_run()
+        minute(cluster, clock)
+    sent = list(PulsarMove.objects.all())
+    assert sent, "the ticks planned no move"
+    done = [m for m in sent if m.state == "done"]
+    assert done
+    assert {m.outcome for m in done} <= {"as-planned", "elsewhere", "skipped"}
+    assert any(m.outcome == "as-planned" for m in done)
+    for move in done:
+        if move.outcome == "as-planned":
+            assert cluster.owners[move.bundle] in (move.destination, *cluster.broker_ids)
+            verify = AuditEvent.objects.get(action="verify", target=move.bundle, source=move.source)
+            assert verify.decision_id == move.audit.decision_id
+    # The console's owners are Pulsar's: nothing written that Pulsar did not do.
+    mine = {b.name: b.owner.name if b.owner else None for b in Bundle.objects.all()}
+    theirs = {b: o for b, o in cluster.owners.items() if b in mine}
+    assert mine == theirs
+    # Pulsar's own shedder stayed off while Fulcrum was in control; no lookup was ever sent.
+    assert all(
+        r.unloads == () or not r.unloads for r in list(cluster.shed_log)[pulsar_shed_before:]
+    )
+    assert not [r for r in cluster.requests if r.path.startswith("/lookup/")]
+    assert Decision.objects.filter(kind="shed").exists()
+
+
+def test_an_operator_s_unload_to_a_destination_is_verified_in_the_audit(world, django_user_model):
+    from console.models import AuditEvent, Bundle, PulsarMove
+    from console.services import bundle_unload
+    from console.services.control import control_take
+
+    cluster, connection, clock = world
+    minute(cluster, clock)
+    admin = django_user_model.objects.create_superuser("root", password="s3cret-pass")
+    control_take(connection.pk, actor=admin, confirm=True, now=datetime.now(UTC))
+    row = Bundle.objects.select_related("owner", "namespace").exclude(owner=None).first()
+    destination = next(b for b in cluster.broker_ids if b != row.owner.name)
+    bundle_unload(row.name, actor=admin, destination=destination, note="e2e", force=True)
+    minute(cluster, clock)  # sent: unowned on the cluster, the leader keeps the destination
+    assert cluster.owners[row.name] is None
+    assert cluster.affinity.get(row.name) == destination
+    minute(cluster, clock)  # the clients' lookups placed it; observed and verified
+    move = PulsarMove.objects.get(bundle=row.name)
+    assert (move.state, move.outcome) == ("done", "as-planned")
+    verify = AuditEvent.objects.get(action="verify", target=row.name)
+    assert verify.destination == destination
+    assert verify.reason.startswith(f"unload as-planned: moved as planned: {row.owner.name} ->")
+    announced = AuditEvent.objects.get(action="unload", target=row.name)
+    assert announced.reason.startswith("Operator's reason: e2e.")
+    assert Bundle.objects.get(pk=row.pk).owner.name == destination
