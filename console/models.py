@@ -299,6 +299,7 @@ class AuditEvent(models.Model):
         CREDENTIAL = "credential"
         CONTROL = "control"  # attaching to a Pulsar cluster: control taken or released, executor
         VERIFY = "verify"  # what observing Pulsar found after an action was sent
+        OBSERVED = "observed"  # a move Pulsar made on its own (its shedder, a lookup, an admin)
 
     at = models.DateTimeField(db_index=True)
     actor = models.ForeignKey(

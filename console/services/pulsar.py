@@ -11,7 +11,7 @@ import itertools
 import json
 import logging
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from console import loadstore
+from console import loadstore, realtime
 from console.access import actor_check
 from console.models import (
     AuditEvent,
@@ -29,6 +29,7 @@ from console.models import (
     FailureDomain,
     Namespace,
     PulsarConnection,
+    PulsarMove,
     Tenant,
 )
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
@@ -69,11 +70,31 @@ def _bounds(namespace: str, boundaries: list[str]) -> list[tuple[int, int]]:
     return list(itertools.pairwise(points))
 
 
-def pulsar_observation_apply(seen: Observation) -> dict[str, Any]:
+def _observed(bundle: str, before: str | None, owner: Broker | None, now: datetime) -> AuditEvent:
+    """The audit row of a move Pulsar made on its own, as observed."""
+    if owner is None:
+        what = f"Pulsar unloaded it from {before} (observed); no broker owns it until a lookup"
+    elif before is None:
+        what = f"Pulsar placed it on {owner.name} at a lookup (observed)"
+    else:
+        what = f"Pulsar moved it from {before} to {owner.name} (observed)"
+    return AuditEvent(
+        at=now,
+        action=AuditEvent.Action.OBSERVED,
+        target=bundle,
+        source=before or "",
+        destination=owner.name if owner else "",
+        reason=what,
+    )
+
+
+def pulsar_observation_apply(seen: Observation, *, now: datetime | None = None) -> dict[str, Any]:
     """Make the metadata store what the cluster says, in one transaction: brokers (created when
     new, their failure domains set; a broker Pulsar no longer lists is left to time out),
     tenants, namespaces (their anti-affinity groups), bundles (those split or merged replaced),
-    and every bundle's owner (None when no broker owns it). Then each broker's load report goes
+    and every bundle's owner (None when no broker owns it); a change Fulcrum's executor did not
+    make (Pulsar's shedder, a lookup, a split, another admin) is audited as ``observed`` and starts
+    the bundle's cool-down. Then each broker's load report goes
     through the ingest path; a refused one is named, never folded into load.
 
     Returns:
@@ -82,6 +103,7 @@ def pulsar_observation_apply(seen: Observation) -> dict[str, Any]:
         the observation could not read}``.
     """
     refused: list[str] = []
+    now = now or timezone.now()
     with transaction.atomic():
         cluster = Cluster.objects.order_by("pk").first() or Cluster.objects.create(
             name=seen.cluster
@@ -100,6 +122,16 @@ def pulsar_observation_apply(seen: Observation) -> dict[str, Any]:
             brokers[name] = broker
         owned_rows = 0
         bundle_count = 0
+        by_pk = {b.pk: b.name for b in Broker.objects.all()}
+        # Bundles Fulcrum's executor is moving: their owner changes are its own, verified there.
+        ours = set(
+            PulsarMove.objects.exclude(state=PulsarMove.State.DONE).values_list("bundle", flat=True)
+        ) | set(
+            PulsarMove.objects.filter(finished_at__gte=now - timedelta(minutes=5)).values_list(
+                "bundle", flat=True
+            )
+        )
+        observed: list[AuditEvent] = []
         for name, (boundaries, group) in sorted(seen.namespaces.items()):
             try:
                 ranges = _bounds(name, boundaries)
@@ -112,9 +144,23 @@ def pulsar_observation_apply(seen: Observation) -> dict[str, Any]:
                 namespace.anti_affinity_group = group or ""
                 namespace.save(update_fields=["anti_affinity_group"])
             existing = {(b.lower, b.upper): b for b in namespace.bundles.all()}
-            Bundle.objects.filter(
-                pk__in=[b.pk for key, b in existing.items() if key not in set(ranges)]
-            ).delete()
+            gone = [b for key, b in existing.items() if key not in set(ranges)]
+            for row in gone:
+                label = f"{name}/0x{row.lower:08x}_0x{row.upper:08x}"
+                if label not in ours:
+                    parts = sum(1 for lo, hi in ranges if row.lower <= lo < row.upper)
+                    observed.append(
+                        AuditEvent(
+                            at=now,
+                            action=AuditEvent.Action.OBSERVED,
+                            target=label,
+                            source=by_pk.get(row.owner_id or 0, ""),
+                            reason=f"Pulsar split it into {parts} bundles (observed)"
+                            if parts > 1
+                            else "Pulsar merged or removed it (observed)",
+                        )
+                    )
+            Bundle.objects.filter(pk__in=[b.pk for b in gone]).delete()
             for lower, upper in ranges:
                 label = f"{name}/0x{lower:08x}_0x{upper:08x}"
                 owner = brokers.get(seen.owners.get(label, ""))
@@ -129,11 +175,23 @@ def pulsar_observation_apply(seen: Observation) -> dict[str, Any]:
                         namespace=namespace, lower=lower, upper=upper, owner=owner
                     )
                 elif bundle.owner_id != (owner.pk if owner else None):
+                    before = by_pk.get(bundle.owner_id or 0)
                     bundle.owner = owner
-                    bundle.save(update_fields=["owner"])
+                    fields = ["owner"]
+                    if before is not None and label not in ours:
+                        # Pulsar moved it on its own: audited, and the cool-down counts from now.
+                        bundle.last_unloaded_at = now
+                        fields.append("last_unloaded_at")
+                        observed.append(_observed(label, before, owner, now))
+                    elif before is None and owner is not None and label not in ours:
+                        observed.append(_observed(label, None, owner, now))
+                    bundle.save(update_fields=fields)
                 owned_rows += owner is not None
                 bundle_count += 1
+        AuditEvent.objects.bulk_create(observed)
         loadstore.ownership_changing()
+    for event in observed:
+        realtime.publish(realtime.BUNDLE_MOVED, event.summary())
     accepted = unchanged = 0
     for reporter, data in sorted(seen.reports.items()):
         owned = sorted(b for b, owner in seen.owners.items() if owner == reporter)
@@ -289,7 +347,7 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
         except PulsarAdminError as exc:
             _failed(connection, now, f"{exc.method} {exc.url}: {exc.status} {exc.reason}")
             raise
-        summary = _summary(seen, pulsar_observation_apply(seen))
+        summary = _summary(seen, pulsar_observation_apply(seen, now=now))
         summary["verified"] = executor.moves_verify(connection, seen, now=now)
         # Sent after observing: each move is checked against the owners just seen.
         summary["sent"] = executor.moves_send(connection, admin, now=timezone.now())

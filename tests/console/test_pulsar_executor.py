@@ -17,6 +17,7 @@ import pytest
 import respx
 from django.utils import timezone
 
+from console.pulsar.admin import PulsarAdmin
 from tests.console.test_pulsar_connector import local_broker_data
 
 TOKEN = "s3cret-jwt"
@@ -431,6 +432,7 @@ def test_a_2_10_cluster_gets_a_plain_unload_said_so(pulsar, admin_user, operator
     pulsar.version = "2.10.6"
     pulsar.sync()
     assert pulsar.connection.observation["version"] == "2.10.6"
+    assert pulsar.connection.observation["leader"] == B2  # from serviceUrl: no brokerId in 2.10
     take_control(pulsar, admin_user)
     bundle = name(0, 0x40000000)
     bundle_unload(bundle, actor=operator, destination=B3, force=True)
@@ -624,3 +626,43 @@ def test_an_admin_adds_a_connection_whose_token_is_stored_encrypted(pulsar, clie
         "/admin/console/pulsarconnection/add/", form | {"name": "x", "admin_url": "pulsar-x:8080"}
     )
     assert "must start with http:// or https://" in bad.content.decode()
+
+
+def test_what_pulsar_does_on_its_own_is_audited_as_observed(pulsar):
+    from console.models import AuditEvent, Bundle
+
+    first, second = name(0, 0x40000000), name(0x80000000, 0xC0000000)
+    pulsar.owner[first] = None  # Pulsar's shedder unloaded it
+    pulsar.sync()
+    pulsar.lookup(first)  # a client's lookup placed it
+    pulsar.owner[second] = B3  # an admin's transfer
+    pulsar.sync()
+    rows = list(AuditEvent.objects.filter(action="observed").order_by("id"))
+    assert [(r.target, r.source, r.destination) for r in rows] == [
+        (first, B1, ""),
+        (first, "", B3),
+        (second, B1, B3),
+    ]
+    assert rows[0].reason.startswith(f"Pulsar unloaded it from {B1} (observed)")
+    assert rows[2].reason == f"Pulsar moved it from {B1} to {B3} (observed)"
+    # Its cool-down counts from then, as for Fulcrum's own moves.
+    assert Bundle.objects.get(namespace__name=NS, lower=0x80000000).last_unloaded_at is not None
+    # A split Pulsar made: the parent audited, its children observed.
+    admin = PulsarAdmin(f"http://{B1}", token=TOKEN)
+    admin.split(name(0, 0x40000000), "range_equally_divide")
+    pulsar.sync()
+    split = AuditEvent.objects.filter(action="observed").latest("id")
+    assert (split.target, split.reason) == (first, "Pulsar split it into 2 bundles (observed)")
+
+
+def test_an_unload_without_destination_goes_to_the_owner_and_an_unowned_one_does_nothing(pulsar):
+    admin = PulsarAdmin(f"http://{B2}", token=TOKEN)
+    bundle = name(0, 0x40000000)
+    admin.unload(bundle)
+    puts = [r for r in pulsar.requests if r.method == "PUT"]
+    assert [r.url.host for r in puts] == ["broker-2", "broker-1"]  # 307 to the owner
+    assert "destinationBroker" not in str(puts[0].url)
+    assert pulsar.owner[bundle] is None
+    admin.unload(bundle)  # nobody owns it: 204, nothing happens
+    assert pulsar.owner[bundle] is None
+    assert pulsar.affinity == {}
