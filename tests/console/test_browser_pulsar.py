@@ -1,0 +1,124 @@
+"""The Pulsar page in Debian's Chromium (Playwright), attached to the simulated Pulsar cluster on
+real sockets: the observation shown, control taken through the previewed dialog (Pulsar's
+shedding turned off), a move sent and verified appearing in the moves table, and the executor
+stopped. Screenshots go to var/screenshots/."""
+
+import os
+import shutil
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from channels.testing import ChannelsLiveServerTestCase
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import override_settings
+
+from balancer.simulator.layout import DEMO
+from balancer.simulator.traces import default_traces_dir, load_cpu_series, load_functions
+from balancer.simulator.workload import build_workload
+from console.connectors.pulsar_cluster import PulsarCluster, serve, stop
+from console.models import AuditEvent, Bundle, PulsarConnection, PulsarMove
+from console.services.pulsar import pulsar_sync_run, token_encrypt
+from console.services.seed import config_seed
+from tests.browser import CHROMIUM, LAUNCH_ARGS
+
+SHOTS = settings.VAR_DIR / "screenshots"
+TOKEN = "browser-token"
+
+
+def aside(call):
+    """Run ``call`` in a thread of its own and return its result."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(call).result()
+
+
+def free_ports(count: int) -> list[int]:
+    held = []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        held.append(s)
+    ports = sorted(s.getsockname()[1] for s in held)
+    for s in held:
+        s.close()
+    return ports
+
+
+@pytest.mark.browser
+@override_settings(FULCRUM_PULSAR_URL="", FULCRUM_PULSAR_TAKE_CONTROL_AT_START=False)
+class TestPulsarPageInBrowser(ChannelsLiveServerTestCase):
+    serve_static = True
+
+    def setUp(self):
+        assert shutil.which(CHROMIUM), "make test installs Debian's chromium"
+        traces = default_traces_dir()
+        workload = build_workload(DEMO, load_functions(traces))
+        cpu = {b.name: load_cpu_series(traces, b.cpu_series) for b in DEMO.brokers}
+        self.cluster = PulsarCluster(workload, cpu, token=TOKEN, ports=free_ports(8))
+        self.cluster.step(time.time())
+        self.servers = serve(self.cluster)
+        config_seed()
+        self.connection = PulsarConnection.objects.create(
+            name="sim",
+            admin_url=f"http://{self.cluster.broker_ids[0]}",
+            token_encrypted=token_encrypt(TOKEN),
+            is_attached=True,
+        )
+        pulsar_sync_run()
+        User.objects.create_superuser("root", password="s3cret-pass")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs a loop
+
+    def tearDown(self):
+        stop(self.servers)
+
+    def test_take_control_watch_a_move_verified_and_stop_the_executor(self):
+        from playwright.sync_api import expect, sync_playwright
+
+        from console.services import bundle_unload
+
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(f"{self.live_server_url}/login/")
+            page.fill("#id_username", "root")
+            page.fill("#id_password", "s3cret-pass")
+            page.click("button[type=submit]")
+            page.wait_for_url(f"{self.live_server_url}/")
+            page.goto(f"{self.live_server_url}/pulsar/")
+            expect(page.locator("#mode")).to_have_text("observe-only")
+            expect(page.locator("#connection")).to_contain_text("ModularLoadManagerImpl")
+            expect(page.locator("#connection")).to_contain_text("8 accepted")
+            # Take control: the dialog shows what changes in Pulsar, read live; confirmed.
+            page.click("#control")
+            dialog = page.locator("#control-dialog")
+            expect(dialog).to_contain_text("loadBalancerSheddingEnabled")
+            expect(dialog.locator("tbody tr td").nth(1)).to_have_text("true")
+            page.screenshot(path=str(SHOTS / "pulsar-take-control.png"))
+            page.click("#control-confirm")
+            expect(page.locator("#mode")).to_have_text("Fulcrum in control")
+            assert self.cluster.overrides == {"loadBalancerSheddingEnabled": "false"}
+            # A move sent and verified shows up in the table with its outcome.
+            row = Bundle.objects.select_related("owner", "namespace").exclude(owner=None).first()
+            destination = next(b for b in self.cluster.broker_ids if b != row.owner.name)
+            root = User.objects.get(username="root")
+            # Services publish through async_to_sync: off Playwright's event-loop thread.
+            aside(lambda: bundle_unload(row.name, actor=root, destination=destination, force=True))
+            aside(pulsar_sync_run)  # sent
+            self.cluster.step(time.time())  # a client's lookup places it
+            aside(pulsar_sync_run)  # verified
+            assert PulsarMove.objects.get().outcome == "as-planned"
+            moved = page.locator(f"#moves tbody tr[data-move='{PulsarMove.objects.get().pk}']")
+            expect(moved).to_contain_text("as-planned", timeout=10_000)
+            expect(moved).to_contain_text(f"moved as planned: {row.owner.name} -> {destination}")
+            page.screenshot(path=str(SHOTS / "pulsar-move-verified.png"), full_page=True)
+            # Stop the executor: confirmed, audited, shown.
+            page.once("dialog", lambda d: d.accept())
+            page.click("#executor-toggle")
+            expect(page.locator("#executor")).to_have_text("executor stopped")
+            assert AuditEvent.objects.filter(
+                action="control", reason__startswith="executor stopped"
+            ).exists()
+            browser.close()
