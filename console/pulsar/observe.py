@@ -60,6 +60,18 @@ BUNDLE_METRICS: Final = {
     "pulsar_bundle_producer_count": "producerCount",
 }
 COUNTS: Final = ("topics", "consumerCount", "producerCount")
+# The effective load-balancer settings an operator compares Fulcrum's decisions with (E17).
+LB_KEYS: Final = (
+    "loadBalancerEnabled",
+    "loadBalancerSheddingEnabled",
+    "loadBalancerAutoBundleSplitEnabled",
+    "loadBalancerLoadSheddingStrategy",
+    "loadBalancerLoadPlacementStrategy",
+    "loadBalancerSheddingIntervalMinutes",
+    "loadBalancerSheddingGracePeriodMinutes",
+    "loadBalancerBrokerThresholdShedderPercentage",
+    "defaultNamespaceBundleSplitAlgorithm",
+)
 
 
 class ObservationError(ValueError):
@@ -89,7 +101,8 @@ class Observation:
             "<broker or namespace>: <reason>" (the rest of the observation stands).
         unknown_owners: brokers whose owned bundles could not be read (their bundles keep the
             owner known before).
-        load_manager: the effective ``loadManagerClassName`` ("" when unknown).
+        load_manager: the effective ``loadManagerClassName`` ("" when unknown); lb_config: the
+            effective values of ``LB_KEYS`` (strings); versions: broker -> its version.
     """
 
     cluster: str
@@ -103,6 +116,7 @@ class Observation:
     load_manager: str = ""
     unknown_owners: set[str] = field(default_factory=set)
     versions: dict[str, str] = field(default_factory=dict)
+    lb_config: dict[str, str] = field(default_factory=dict)
 
     @property
     def version(self) -> str:
@@ -180,8 +194,11 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
             if not is_system_bundle(bundle):
                 owners[bundle] = broker
     load_manager = ""
+    lb_config: dict[str, str] = {}
     try:
-        load_manager = admin.runtime_config().get("loadManagerClassName", "")
+        runtime = admin.runtime_config()
+        load_manager = runtime.get("loadManagerClassName", "")
+        lb_config = {k: runtime[k] for k in LB_KEYS if k in runtime}
     except PulsarAdminError as exc:
         errors.append(f"configuration: {exc.reason}")
     reports: dict[str, dict[str, Any]] = {}
@@ -231,6 +248,7 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
         load_manager,
         unknown,
         versions,
+        lb_config,
     )
 
 

@@ -124,14 +124,7 @@ def plan_apply(
             if a.kind in (ActionKind.UNLOAD, ActionKind.PLACE, ActionKind.SPLIT)
         )
         brokers = {b.name: b for b in Broker.objects.all()}
-        decision = Decision.objects.create(
-            at=now,
-            kind=kind,
-            strategy=plan.strategy,
-            reason=plan.reason,
-            summary=plan.summary(),
-            details=plan.as_dict(),
-        )
+        decision = _decision(plan, now, kind)
         stale: list[dict[str, Any]] = []
         skipped: set[str] = set()
         pending_moves: dict[str, Action] = {}
@@ -191,6 +184,18 @@ def plan_apply(
             realtime.publish(realtime.BUNDLE_MOVED, event.summary())
         _publish(decision)
     return decision
+
+
+def _decision(plan: CyclePlan, now: datetime, kind: str) -> Decision:
+    """The decision that stores ``plan`` whole."""
+    return Decision.objects.create(
+        at=now,
+        kind=kind,
+        strategy=plan.strategy,
+        reason=plan.reason,
+        summary=plan.summary(),
+        details=plan.as_dict(),
+    )
 
 
 def _publish(decision: Decision) -> None:
@@ -454,14 +459,7 @@ def _apply_through_pulsar(
     with transaction.atomic():
         rows = bundle_rows(a.target for a in planned if a.kind != ActionKind.BROKER_STATE)
         brokers = {b.name: b for b in Broker.objects.all()}
-        decision = Decision.objects.create(
-            at=now,
-            kind=kind,
-            strategy=plan.strategy,
-            reason=plan.reason,
-            summary=plan.summary(),
-            details=plan.as_dict(),
-        )
+        decision = _decision(plan, now, kind)
         stale: list[dict[str, Any]] = []
         skipped: set[str] = set()
         left: list[str] = []

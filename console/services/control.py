@@ -161,28 +161,50 @@ def control_take(
         except PulsarAdminError as exc:
             _restore(admin, done)
             raise _unreachable(exc, f"taking control ({len(done)} change(s) rolled back)") from exc
-    wrong = [c["key"] for c in changes if check.get(c["key"]) != "false"]
-    if wrong:
-        raise ConsoleError(
-            f"Pulsar did not keep {', '.join(wrong)}=false: control not taken", status=502
-        )
+        wrong = [c["key"] for c in changes if check.get(c["key"]) != "false"]
+        if wrong:
+            _restore(admin, done)
+            raise ConsoleError(
+                f"Pulsar did not keep {', '.join(wrong)}=false: control not taken (the changes "
+                "rolled back)",
+                status=502,
+            )
+    previous = {c["key"]: {"effective": c["effective"], "override": c["override"]} for c in changes}
+    connection = _mode_set(
+        connection,
+        PulsarConnection.Mode.CONTROL,
+        previous,
+        actor,
+        now,
+        "control taken: Fulcrum's executor sends the balancer's moves; "
+        + "; ".join(_said(c) for c in changes),
+    )
+    return {"connection": connection.name, "mode": connection.mode, "changes": changes}
+
+
+def _mode_set(
+    connection: PulsarConnection,
+    mode: str,
+    previous: dict[str, Any],
+    actor: User | None,
+    now: datetime,
+    reason: str,
+) -> PulsarConnection:
+    """Record the new mode (the executor running) and what to restore, audited."""
     with transaction.atomic():
         connection = PulsarConnection.objects.select_for_update().get(pk=connection.pk)
-        connection.mode = PulsarConnection.Mode.CONTROL
+        connection.mode = mode
         connection.is_executor_stopped = False
-        connection.previous_config = {
-            c["key"]: {"effective": c["effective"], "override": c["override"]} for c in changes
-        }
+        connection.previous_config = previous
         connection.save(update_fields=["mode", "is_executor_stopped", "previous_config"])
         AuditEvent.objects.create(
             at=now,
             actor=actor,
             action=AuditEvent.Action.CONTROL,
             target=connection.name,
-            reason="control taken: Fulcrum's executor sends the balancer's moves; "
-            + "; ".join(_said(c) for c in changes),
+            reason=reason,
         )
-    return {"connection": connection.name, "mode": connection.mode, "changes": changes}
+    return connection
 
 
 def _said(change: dict[str, Any]) -> str:
@@ -238,22 +260,17 @@ def control_release(
             status=502,
             field="connection",
         )
-    with transaction.atomic():
-        connection = PulsarConnection.objects.select_for_update().get(pk=connection.pk)
-        connection.mode = PulsarConnection.Mode.OBSERVE
-        connection.is_executor_stopped = False
-        connection.previous_config = {}
-        connection.save(update_fields=["mode", "is_executor_stopped", "previous_config"])
-        AuditEvent.objects.create(
-            at=now,
-            actor=actor,
-            action=AuditEvent.Action.CONTROL,
-            target=connection.name,
-            reason="control released: observe-only again, Pulsar's configuration restored: "
-            + "; ".join(
-                f"{c['key']} -> {c['effective'] or 'true'}"
-                + (" (override removed)" if c["override"] is None else "")
-                for c in changes
-            ),
-        )
+    restored = "; ".join(
+        f"{c['key']} -> {c['effective'] or 'true'}"
+        + (" (override removed)" if c["override"] is None else "")
+        for c in changes
+    )
+    connection = _mode_set(
+        connection,
+        PulsarConnection.Mode.OBSERVE,
+        {},
+        actor,
+        now,
+        f"control released: observe-only again, Pulsar's configuration restored: {restored}",
+    )
     return {"connection": connection.name, "mode": connection.mode, "changes": changes}

@@ -312,6 +312,7 @@ def _summary(seen: Observation, applied: dict[str, Any]) -> dict[str, Any]:
         "extensible": seen.extensible,
         "version": seen.version,
         "versions": seen.versions,
+        "lbConfig": seen.lb_config,
         "brokerUrls": {
             b: str(r.get("webServiceUrl") or "")
             for b, r in seen.reports.items()

@@ -1375,6 +1375,11 @@ const Fulcrum = (() => {
         fact("Bundles", `${o.bundles ?? "?"}: ${o.owned ?? "?"} owned, ${o.unowned ?? "?"} unowned (Pulsar assigns those at the next lookup)`);
         fact("Load reports", `${o.reports ?? 0} accepted, ${o.unchanged ?? 0} not renewed since the last observation`);
         fact("Moves in flight", `${attached.inFlight} of at most ${attached.maxMovesInFlight} sent at once`);
+        const lb = o.lbConfig || {};
+        if (Object.keys(lb).length) {
+          const on = (k) => lb[k] === undefined ? "?" : (lb[k] === "true" ? "on" : "off");
+          fact("Pulsar's shedding", `${on("loadBalancerSheddingEnabled")} (${lb.loadBalancerLoadSheddingStrategy ? short(lb.loadBalancerLoadSheddingStrategy) : "?"}, every ${lb.loadBalancerSheddingIntervalMinutes ?? "?"} min, grace period ${lb.loadBalancerSheddingGracePeriodMinutes ?? "?"} min); auto-split ${on("loadBalancerAutoBundleSplitEnabled")}; placement ${lb.loadBalancerLoadPlacementStrategy ? short(lb.loadBalancerLoadPlacementStrategy) : "?"}`);
+        }
         root.appendChild(facts);
         if (o.failure) root.appendChild(el("p", {class: "error"}, `Last observation failed at ${time(o.failedAt)} UTC: ${o.failure}`));
         const problems = [...(o.refused || []), ...(o.errors || [])];

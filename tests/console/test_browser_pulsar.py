@@ -5,7 +5,6 @@ stopped. Screenshots go to var/screenshots/."""
 
 import os
 import shutil
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,6 +22,7 @@ from console.models import AuditEvent, Bundle, PulsarConnection, PulsarMove
 from console.services.pulsar import pulsar_sync_run, token_encrypt
 from console.services.seed import config_seed
 from tests.browser import CHROMIUM, LAUNCH_ARGS
+from tests.console.test_pulsar_cluster import free_ports
 
 SHOTS = settings.VAR_DIR / "screenshots"
 TOKEN = "browser-token"
@@ -32,18 +32,6 @@ def aside(call):
     """Run ``call`` in a thread of its own and return its result."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(call).result()
-
-
-def free_ports(count: int) -> list[int]:
-    held = []
-    for _ in range(count):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        held.append(s)
-    ports = sorted(s.getsockname()[1] for s in held)
-    for s in held:
-        s.close()
-    return ports
 
 
 @pytest.mark.browser

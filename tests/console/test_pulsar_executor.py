@@ -57,6 +57,7 @@ class Cluster:
         self.overrides: dict[str, str] = {}
         self.requests: list[httpx.Request] = []
         self.refuse_config = False
+        self.forget_config = False  # answers 204 and keeps nothing (a broker that lost it)
 
     def lookup(self, bundle: str, *, lose_affinity: bool = False) -> str:
         """A client's lookup: the affinity first (unless another lookup took it), else the
@@ -151,7 +152,8 @@ class Cluster:
             return httpx.Response(204)
         if self.refuse_config and parts[0] == DYNAMIC[-1]:
             return httpx.Response(412, json={"reason": "Invalid dynamic-config value"})
-        self.overrides[parts[0]] = parts[1]
+        if not self.forget_config:
+            self.overrides[parts[0]] = parts[1]
         return httpx.Response(204)
 
     def _bundle(self, path: str) -> str:
@@ -345,6 +347,13 @@ def test_a_key_pulsar_refuses_rolls_back_the_others_and_an_operator_cannot_take_
     assert refused.value.status == 502
     assert "Invalid dynamic-config value" in refused.value.message
     assert pulsar.overrides == {}  # shedding set back and its new override removed
+    pulsar.connection.refresh_from_db()
+    assert pulsar.connection.mode == "observe"
+    pulsar.refuse_config, pulsar.forget_config = False, True
+    with pytest.raises(ConsoleError) as forgot:
+        control_take(pulsar.connection.pk, actor=admin_user, confirm=True, now=timezone.now())
+    assert "Pulsar did not keep loadBalancerSheddingEnabled=false" in forgot.value.message
+    assert pulsar.overrides == {}
     pulsar.connection.refresh_from_db()
     assert pulsar.connection.mode == "observe"
     with pytest.raises(ConsoleError) as not_admin:
@@ -563,6 +572,7 @@ def test_the_pulsar_page_and_its_api_refuse_bad_input_by_field_and_role(
     assert (shown["name"], shown["mode"], shown["token"]) == ("c1", "observe", "stored, encrypted")
     assert "brokerUrls" not in shown["observation"]
     assert shown["observation"]["leader"] == B2
+    assert shown["observation"]["lbConfig"] == dict.fromkeys(DYNAMIC, "true")
     assert client.post(f"/api/pulsar/{shown['id']}/executor/", {"stopped": True}).status_code == 403
     client.force_login(operator)
     url = f"/api/pulsar/{shown['id']}/control/"
