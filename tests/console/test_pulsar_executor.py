@@ -352,7 +352,9 @@ def test_a_key_pulsar_refuses_rolls_back_the_others_and_an_operator_cannot_take_
     pulsar.refuse_config, pulsar.forget_config = False, True
     with pytest.raises(ConsoleError) as forgot:
         control_take(pulsar.connection.pk, actor=admin_user, confirm=True, now=timezone.now())
-    assert "Pulsar did not keep loadBalancerSheddingEnabled=false" in forgot.value.message
+    assert forgot.value.message.startswith(
+        "Pulsar did not keep loadBalancerSheddingEnabled, loadBalancerAutoBundleSplitEnabled=false"
+    )
     assert pulsar.overrides == {}
     pulsar.connection.refresh_from_db()
     assert pulsar.connection.mode == "observe"
