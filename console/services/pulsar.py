@@ -295,6 +295,8 @@ def pulsar_connection_from_environment() -> PulsarConnection | None:
                 reason=f"Pulsar cluster {name} at {url} added from the environment"
                 + ("" if attached else ", attached observe-only"),
             )
+            if not attached:
+                _layout_forget(connection, None)
         elif (connection.admin_url, connection.tls_ca_file) != (
             url,
             settings.FULCRUM_PULSAR_TLS_CA,
@@ -401,7 +403,13 @@ def pulsar_connection_save(
             connection.token_encrypted = token_encrypt(token)
             changed = [*changed, "token"]
         created = connection.pk is None
+        was_attached = (
+            not created
+            and PulsarConnection.objects.filter(pk=connection.pk, is_attached=True).exists()
+        )
         connection.save()
+        if connection.is_attached and not was_attached:
+            _layout_forget(connection, actor)
         AuditEvent.objects.create(
             at=timezone.now(),
             actor=actor,
@@ -440,4 +448,31 @@ def pulsar_connection_check(
             "detaching it",
             status=409,
             field="is_attached",
+        )
+
+
+def _layout_forget(connection: PulsarConnection, actor: Any) -> None:
+    """A newly attached cluster replaces the one the console showed: its brokers, failure
+    domains, tenants, namespaces, bundles and load reports are forgotten (decisions and the
+    audit stay), and the next observation brings the new cluster's. Audited."""
+    brokers = list(Broker.objects.values_list("name", flat=True))
+    Namespace.objects.all().delete()
+    Tenant.objects.all().delete()
+    Broker.objects.all().delete()
+    FailureDomain.objects.all().delete()
+
+    def forget_live() -> None:
+        for name in brokers:
+            loadstore.entry_delete(name)
+        loadstore.ownership_changing()
+
+    transaction.on_commit(forget_live)
+    if brokers:
+        AuditEvent.objects.create(
+            at=timezone.now(),
+            actor=actor,
+            action=AuditEvent.Action.CONTROL,
+            target=connection.name,
+            reason=f"{connection.name} attached: the {len(brokers)} broker(s), namespaces and "
+            "bundles shown before are forgotten; its own come with the next observation",
         )

@@ -678,3 +678,22 @@ def test_an_unload_without_destination_goes_to_the_owner_and_an_unowned_one_does
     admin.unload(bundle)  # nobody owns it: 204, nothing happens
     assert pulsar.owner[bundle] is None
     assert pulsar.affinity == {}
+
+
+def test_attaching_another_cluster_forgets_the_one_shown_before(pulsar, admin_user):
+    from console.models import AuditEvent, Broker, Bundle, PulsarConnection
+    from console.services.pulsar import pulsar_connection_save
+
+    assert Broker.objects.count() == 3
+    east = PulsarConnection.objects.create(name="east", admin_url="http://east:8080")
+    east.is_attached = True
+    with pytest.raises(Exception, match="c1 is attached: detach it first"):
+        pulsar_connection_save(east, token=None, actor=admin_user, changed=["is_attached"])
+    pulsar.connection.is_attached = False
+    pulsar_connection_save(pulsar.connection, token=None, actor=admin_user, changed=["is_attached"])
+    assert Broker.objects.count() == 3  # detached: nothing forgotten yet
+    pulsar_connection_save(east, token=None, actor=admin_user, changed=["is_attached"])
+    assert (Broker.objects.count(), Bundle.objects.count()) == (0, 0)
+    assert AuditEvent.objects.filter(
+        action="control", target="east", reason__startswith="east attached: the 3 broker(s)"
+    ).exists()
