@@ -96,6 +96,9 @@ ALL_SPLITS: Final = (
 # (the extensible load manager cannot be enabled that way): refused here.
 CONFIG: Final[Mapping[str, tuple[bool | int | float | str, bool]]] = {
     "loadBalancerEnabled": (True, False),
+    # Pulsar's default is false; a cluster that defines failure domains turns it on, as this one
+    # does, so that its placement spreads anti-affinity groups across them.
+    "failureDomainsEnabled": (True, False),
     "loadManagerClassName": (MODULAR, False),
     "loadBalancerLoadPlacementStrategy": (
         "org.apache.pulsar.broker.loadbalance.impl.LeastLongTermMessageRate",
