@@ -41,7 +41,7 @@ run: export FULCRUM_PULSAR_OBSERVE_S = 5
 run: export FULCRUM_PULSAR_TAKE_CONTROL_AT_START = 1
 run: setup
 	mkdir -p var
-	test -s var/demo-pulsar-token || $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(24))" > var/demo-pulsar-token
+	test -s var/demo-pulsar-token || (umask 077 && $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(24))" > var/demo-pulsar-token)
 	$(BIN)/python manage.py migrate --noinput -v0
 	$(BIN)/python manage.py seed_demo
 	@echo "Fulcrum: http://127.0.0.1:$(WEB_PORT)/  (Ctrl-C stops everything)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django import forms
@@ -191,7 +192,34 @@ class PulsarConnectionForm(forms.ModelForm):
         url = str(self.cleaned_data["admin_url"]).strip()
         if not url.startswith(("http://", "https://")):
             raise forms.ValidationError("must start with http:// or https://")
-        return url.rstrip("/")
+        if "@" in url.split("/", 3)[2]:
+            raise forms.ValidationError("no user or password in the URL: use the token")
+        url = url.rstrip("/")
+        if self.instance.pk and self.instance.mode == "control" and url != self.instance.admin_url:
+            raise forms.ValidationError(
+                "Fulcrum controls this cluster: release control before pointing it elsewhere"
+            )
+        return url
+
+    def clean_token_env(self) -> str:
+        name = str(self.cleaned_data.get("token_env") or "").strip()
+        if name and not name.startswith("FULCRUM_PULSAR_"):
+            raise forms.ValidationError(
+                "must be a FULCRUM_PULSAR_… variable (no other secret of the server is sent)"
+            )
+        return name
+
+    def clean_tls_ca_file(self) -> str:
+        path = str(self.cleaned_data.get("tls_ca_file") or "").strip()
+        if path and not os.access(path, os.R_OK):
+            raise forms.ValidationError(f"{path} cannot be read by the console")
+        return path
+
+    def clean_max_moves_in_flight(self) -> int:
+        cap = int(self.cleaned_data["max_moves_in_flight"])
+        if not 1 <= cap <= 50:
+            raise forms.ValidationError("between 1 and 50 moves")
+        return cap
 
 
 @admin.register(PulsarConnection)
@@ -206,6 +234,12 @@ class PulsarConnectionAdmin(admin.ModelAdmin):
         "observed_at",
     )
     readonly_fields = ("mode", "is_executor_stopped", "previous_config", "observed_at")
+
+    def has_delete_permission(self, request: Any, obj: PulsarConnection | None = None) -> bool:
+        """Never while Fulcrum controls it: what to restore in Pulsar would be lost."""
+        if obj is not None and obj.mode == PulsarConnection.Mode.CONTROL:
+            return False
+        return super().has_delete_permission(request, obj)
 
     def save_model(self, request: Any, obj: PulsarConnection, form: Any, change: bool) -> None:
         token = form.cleaned_data.get("token") or None

@@ -401,7 +401,8 @@ class PulsarConnection(models.Model):
 
     Several can be stored; the console observes and balances the one ``is_attached`` (at most
     one: the console shows one cluster). The token is stored encrypted
-    (``services.pulsar_connections``) or read from the environment variable ``token_env``.
+    (``services.pulsar.token_encrypt``) or read from the environment variable ``token_env``
+    (a ``FULCRUM_PULSAR_…`` name).
     ``mode`` starts as observe-only; taking control records in ``previous_config`` what it
     changed in Pulsar's dynamic configuration (key -> {"effective", "override"}) so releasing
     control restores it.
@@ -466,6 +467,9 @@ class PulsarMove(models.Model):
         SKIPPED = "skipped"
         CANCELLED = "cancelled"
 
+    # Queued, being sent or awaiting verification.
+    IN_FLIGHT = (State.QUEUED, State.SENDING, State.VERIFYING)
+
     connection = models.ForeignKey(PulsarConnection, on_delete=models.CASCADE, related_name="moves")
     kind = models.CharField(max_length=10, choices=Kind.choices)
     bundle = models.CharField(max_length=300)
@@ -484,6 +488,14 @@ class PulsarMove(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["state"])]
+        constraints = [
+            # One move of a bundle at a time: a second is never queued while one is in flight.
+            models.UniqueConstraint(
+                fields=["connection", "bundle"],
+                condition=~models.Q(state="done"),
+                name="one_pulsar_move_in_flight_per_bundle",
+            )
+        ]
 
     def summary(self) -> dict[str, Any]:
         """A JSON-ready line for the API and the Pulsar page."""

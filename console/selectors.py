@@ -1211,7 +1211,6 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
         "moves": [PulsarMove.summary(), ...] newest first}``.
     """
     from console.models import PulsarConnection, PulsarMove
-    from console.services.executor import IN_FLIGHT
 
     out = []
     attached = None
@@ -1222,7 +1221,7 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
             else ("stored, encrypted" if c.token_encrypted else "none")
         )
         observation = {k: v for k, v in c.observation.items() if k != "brokerUrls"}
-        in_flight = c.moves.filter(state__in=IN_FLIGHT).count()
+        in_flight = c.moves.filter(state__in=PulsarMove.IN_FLIGHT).count()
         out.append(
             {
                 "id": c.pk,
@@ -1244,7 +1243,7 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
             attached = c
     rows: list[dict[str, Any]] = []
     if attached is not None:
-        flying = list(attached.moves.filter(state__in=IN_FLIGHT).order_by("-id"))
+        flying = list(attached.moves.filter(state__in=PulsarMove.IN_FLIGHT).order_by("-id"))
         ended = list(attached.moves.filter(state=PulsarMove.State.DONE).order_by("-id")[:moves])
         rows = [m.summary() for m in flying + ended]
     return {"connections": out, "moves": rows}

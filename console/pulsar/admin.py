@@ -12,7 +12,8 @@ Pulsar's conventions it follows (``PULSAR_ADMIN.md`` §1, §4):
 - errors as JSON ``{"reason": ...}`` or, for unmapped server exceptions, ``text/plain``; both
   become ``PulsarAdminError`` with the status and the reason;
 - per-broker calls (load report, effective config) go to that broker's own web URL, built from
-  its id (``host:port``) when no better URL is known;
+  its id (``host:port``) with the service URL's scheme when no better URL is known; the token
+  never goes over http when the service URL is https;
 - reads time out after ``read_timeout_s`` (10 s), unload and split after ``act_timeout_s``
   (90 s: a broker waits up to ``namespaceBundleUnloadingTimeoutMs``, 60 s, to close topics);
 - at most ``concurrency`` requests at once (per-broker fan-out).
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -31,9 +33,17 @@ from urllib.parse import quote, urljoin, urlsplit
 import httpx
 
 MAX_HOPS: Final = 5
-REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+REDIRECTS: Final = frozenset({307, 308})  # Pulsar's; a 303 would turn a PUT into a GET
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class PulsarAdminSetupError(Exception):
+    """A client that cannot be built: ``field`` (``tls_ca_file``) and ``message`` say why."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field, self.message = field, message
 
 
 class PulsarAdminError(Exception):
@@ -106,12 +116,21 @@ class PulsarAdmin:
         headers = {"Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
+        verify: ssl.SSLContext | bool = True
+        if tls_ca_file:
+            try:
+                verify = ssl.create_default_context(cafile=tls_ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise PulsarAdminSetupError(
+                    "tls_ca_file", f"the CA bundle {tls_ca_file} cannot be read: {exc}"
+                ) from None
+        self._secure = urlsplit(self.service_url).scheme == "https"
         self._client = httpx.Client(
             headers=headers,
             follow_redirects=False,
             transport=transport,
             timeout=read_timeout_s,
-            verify=tls_ca_file or True,
+            verify=verify,
         )
 
     def close(self) -> None:
@@ -126,13 +145,14 @@ class PulsarAdmin:
     # -- transport ---------------------------------------------------------------------------
 
     def broker_url(self, broker_id: str) -> str:
-        """A broker's own web URL: known, or ``http://<id>`` (Pulsar's id is ``host:port``)."""
+        """A broker's own web URL: known, or ``<scheme>://<id>`` (Pulsar's id is ``host:port``)
+        with the service URL's scheme."""
         known = self.broker_urls.get(broker_id)
         if known:
             return known.rstrip("/")
         if broker_id.startswith(("http://", "https://")):
             return broker_id.rstrip("/")
-        return f"http://{broker_id}"
+        return f"{'https' if self._secure else 'http'}://{broker_id}"
 
     def request(
         self,
@@ -153,6 +173,9 @@ class PulsarAdmin:
         """
         base = self.broker_url(broker) if broker else self.service_url
         url = base + path
+        if self._secure and urlsplit(url).scheme != "https":
+            # Attached over https: the token is never sent in clear to a broker's http URL.
+            raise PulsarAdminError(0, f"refused to send the token over {url}", method, url)
         timeout = (
             httpx.Timeout(self.read_timeout_s, read=self.act_timeout_s)
             if act

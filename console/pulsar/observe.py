@@ -14,7 +14,8 @@ what it says onto Fulcrum's model (``PULSAR_ADMIN.md`` §4.4, §7). No Django.
   report's ``brokerVersionString``.
 
 Heartbeat and SLA-monitor bundles (namespaces ``pulsar/<broker id>`` and
-``pulsar/<cluster>/<broker id>``) are left out: Fulcrum never moves them.
+``pulsar/<cluster>/<broker id>``) and ``pulsar/system`` (the extensible load manager's channel,
+owned by the leader) are left out: Fulcrum never moves them.
 
 ``report_document`` turns one broker's ``LocalBrokerData`` into the load report Fulcrum ingests
 (bandwidth from kbit/s to bytes/s), refusing a malformed one with the broker and the field named.
@@ -34,7 +35,9 @@ from console.pulsar.admin import PulsarAdmin, PulsarAdminError, broker_host
 
 # Heartbeat (pulsar/<cluster>/<host:port>, pulsar/<host:port>) and SLA-monitor
 # (sla-monitor/<cluster>/<host:port>) namespaces: Pulsar's NamespaceService patterns.
-SYSTEM_NAMESPACE: Final = re.compile(r"^(?:pulsar/(?:[^/]+/)?|sla-monitor/[^/]+/)[^/:]+:\d+(?:/|$)")
+SYSTEM_NAMESPACE: Final = re.compile(
+    r"^(?:(?:pulsar/(?:[^/]+/)?|sla-monitor/[^/]+/)[^/:]+:\d+|pulsar/system)(?:/|$)"
+)
 EXTENSIBLE: Final = "ExtensibleLoadManagerImpl"
 KBIT_TO_BYTES: Final = 1000 / 8  # Pulsar reports bandwidth in kbit/s
 RESOURCES: Final = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
@@ -103,6 +106,8 @@ class Observation:
             owner known before).
         load_manager: the effective ``loadManagerClassName`` ("" when unknown); lb_config: the
             effective values of ``LB_KEYS`` (strings); versions: broker -> its version.
+        namespaces_complete: every tenant's namespaces and every namespace's bundles were read
+            (a namespace absent from ``namespaces`` is then gone from the cluster).
     """
 
     cluster: str
@@ -117,6 +122,7 @@ class Observation:
     unknown_owners: set[str] = field(default_factory=set)
     versions: dict[str, str] = field(default_factory=dict)
     lb_config: dict[str, str] = field(default_factory=dict)
+    namespaces_complete: bool = True
 
     @property
     def version(self) -> str:
@@ -168,9 +174,11 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
     except PulsarAdminError as exc:
         errors.append(f"failure domains: {exc.reason}")
     namespaces: list[str] = []
+    complete = True
     for tenant, listed in admin.each(admin.tenants(), admin.namespaces):
         if isinstance(listed, PulsarAdminError):
             errors.append(f"{tenant}: {listed.reason}")
+            complete = False
         else:
             namespaces += [n for n in listed if not SYSTEM_NAMESPACE.match(n + "/")]
 
@@ -181,6 +189,7 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
     for namespace, state in admin.each(sorted(namespaces), namespace_state):
         if isinstance(state, PulsarAdminError):
             errors.append(f"{namespace}: {state.reason}")
+            complete = False
         else:
             found[namespace] = state
     owners: dict[str, str] = {}
@@ -249,6 +258,7 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
         unknown,
         versions,
         lb_config,
+        complete,
     )
 
 

@@ -22,7 +22,6 @@ from balancer.errors import BalancerError
 from console import loadstore, realtime
 from console.models import (
     AuditEvent,
-    BalancerConfig,
     Broker,
     Bundle,
     Decision,
@@ -466,13 +465,27 @@ def _apply_through_pulsar(
         unloads: dict[str, Action] = {}
         moves: list[tuple[PulsarMove, AuditEvent]] = []
         events: list[AuditEvent] = []
-        algorithm = BalancerConfig.objects.values_list("split_algorithm", flat=True).first()
+        busy = dict(
+            connection.moves.filter(state__in=PulsarMove.IN_FLIGHT).values_list("bundle", "pk")
+        )
         for action in planned:
             row = rows.get(action.target)
             owner = row.owner.name if row is not None and row.owner else None
             if action.kind in (ActionKind.UNLOAD, ActionKind.SPLIT):
                 if row is None or owner is None or owner != action.source:
                     _stale(action, row, refuse_stale, stale, skipped)
+                    continue
+                if action.target in busy:
+                    message = (
+                        f"{action.target}: move {busy[action.target]} of this bundle is still in "
+                        "flight on Pulsar (one at a time)"
+                    )
+                    if refuse_stale:
+                        raise ConsoleError(message, status=409, field="bundle", reason="InFlight")
+                    stale.append(
+                        {"kind": str(action.kind), "target": action.target, "reason": message}
+                    )
+                    skipped.add(action.target)
                     continue
                 if action.kind == ActionKind.UNLOAD:
                     unloads[action.target] = action
@@ -487,11 +500,13 @@ def _apply_through_pulsar(
                     decision=decision,
                     load_before=_figures(plan, owner),
                 )
+                # The cuts Fulcrum planned (with the operator's or the configured algorithm)
+                # are sent as they are: the audit says what Pulsar did.
                 move = PulsarMove(
                     kind=PulsarMove.Kind.SPLIT,
                     bundle=action.target,
                     source=owner,
-                    algorithm=algorithm or "range_equally_divide",
+                    algorithm=SPECIFIED_POSITIONS,
                     boundaries=list(action.boundaries),
                     created_at=now,
                 )
@@ -543,15 +558,21 @@ def _apply_through_pulsar(
     return decision
 
 
+# Pulsar's split algorithm that takes the cut points as the request's body (PULSAR_ADMIN.md A2).
+SPECIFIED_POSITIONS = "specified_positions_divide"
+
+
 def _sent_as(move: PulsarMove) -> str:
+    """How the executor sends ``move``, in words."""
     if move.kind == PulsarMove.Kind.SPLIT:
-        return f"split with {move.algorithm}"
+        cuts = ", ".join(f"0x{p:08x}" for p in move.boundaries)
+        return f"split with {move.algorithm} at {cuts}"
     if move.destination:
         return f"unload with destination {move.destination}"
     return "unload; Pulsar places it"
 
 
-def _unload_move(
+def _unload_move(  # the unload and the placement that chose its destination, as one move
     plan: CyclePlan,
     decision: Decision,
     now: datetime,

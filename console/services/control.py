@@ -21,6 +21,7 @@ from console.models import AuditEvent, BalancerConfig, PulsarConnection
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.services import executor
 from console.services.errors import ConsoleError
+from console.services.executor import connection_get
 from console.services.pulsar import admin_for
 
 SHEDDING: Final = "loadBalancerSheddingEnabled"
@@ -31,15 +32,6 @@ def _keys() -> list[str]:
     """The keys taking control turns off: shedding, and auto-split when Fulcrum splits."""
     config = BalancerConfig.objects.first()
     return [SHEDDING, AUTO_SPLIT] if config and config.is_auto_split_enabled else [SHEDDING]
-
-
-def _connection(connection_id: int) -> PulsarConnection:
-    try:
-        return PulsarConnection.objects.get(pk=connection_id)
-    except PulsarConnection.DoesNotExist:
-        raise ConsoleError(
-            f"unknown Pulsar connection {connection_id}", status=404, field="connection"
-        ) from None
 
 
 def _unreachable(exc: PulsarAdminError, doing: str) -> ConsoleError:
@@ -62,7 +54,7 @@ def control_preview(connection_id: int) -> dict[str, Any]:
         ConsoleError: 404 unknown connection; 409 a key this cluster cannot change at runtime;
             502 Pulsar could not be read.
     """
-    connection = _connection(connection_id)
+    connection = connection_get(connection_id)
     with admin_for(connection) as admin:
         if connection.mode == PulsarConnection.Mode.CONTROL:
             changes = _release_changes(connection, admin)
@@ -147,39 +139,73 @@ def control_take(
     actor_check(actor, admin=True)
     if not confirm:
         raise ConsoleError("confirm must be true to take control", field="confirm")
-    connection = _connection(connection_id)
-    if connection.mode == PulsarConnection.Mode.CONTROL:
-        raise ConsoleError(f"Fulcrum already controls {connection.name}", status=409)
-    with admin_for(connection) as admin:
-        changes = _take_changes(admin)
-        done: list[dict[str, Any]] = []
-        try:
-            for change in changes:
-                admin.set_dynamic_config(change["key"], change["to"])
-                done.append(change)
-            check = admin.dynamic_overrides()
-        except PulsarAdminError as exc:
-            _restore(admin, done)
-            raise _unreachable(exc, f"taking control ({len(done)} change(s) rolled back)") from exc
-        wrong = [c["key"] for c in changes if check.get(c["key"]) != "false"]
-        if wrong:
-            _restore(admin, done)
+    # The connection's row stays locked while Pulsar is changed: a second take (another admin,
+    # the demo's take at start) waits, then finds Fulcrum in control.
+    with transaction.atomic():
+        connection = connection_get(connection_id, lock=True)
+        if not connection.is_attached:
             raise ConsoleError(
-                f"Pulsar did not keep {', '.join(wrong)}=false: control not taken (the changes "
-                "rolled back)",
-                status=502,
+                f"{connection.name} is not attached: Fulcrum neither observes nor balances it",
+                status=409,
+                field="connection",
             )
-    previous = {c["key"]: {"effective": c["effective"], "override": c["override"]} for c in changes}
-    connection = _mode_set(
-        connection,
-        PulsarConnection.Mode.CONTROL,
-        previous,
-        actor,
-        now,
-        "control taken: Fulcrum's executor sends the balancer's moves; "
-        + "; ".join(_said(c) for c in changes),
-    )
+        if connection.mode == PulsarConnection.Mode.CONTROL:
+            raise ConsoleError(f"Fulcrum already controls {connection.name}", status=409)
+        with admin_for(connection) as admin:
+            changes = _take_changes(admin)
+            tried: list[dict[str, Any]] = []
+            refusal = ""
+            try:
+                for change in changes:
+                    tried.append(change)  # a call that timed out may have been applied
+                    admin.set_dynamic_config(change["key"], change["to"])
+                check = admin.dynamic_overrides()
+                wrong = [c["key"] for c in changes if check.get(c["key"]) != "false"]
+                if wrong:
+                    refusal = f"Pulsar did not keep {', '.join(wrong)}=false"
+            except PulsarAdminError as exc:
+                refusal = f"{exc.method} {exc.url} answered {exc.status or 'nothing'} {exc.reason}"
+            if refusal:
+                failed = _restore(admin, tried)
+                if not failed:
+                    raise ConsoleError(
+                        f"{refusal}: control not taken; the {len(tried)} change(s) rolled back",
+                        status=502,
+                        field="connection",
+                    )
+                # Pulsar is still changed: keep what to restore, so that a release can.
+                _mode_set(
+                    connection,
+                    PulsarConnection.Mode.CONTROL,
+                    _previous(tried),
+                    actor,
+                    now,
+                    f"taking control failed ({refusal}) and Pulsar refused to roll back "
+                    f"{'; '.join(failed)}: held in control with the executor stopped, release "
+                    "control to restore",
+                    stopped=True,
+                )
+                raise ConsoleError(
+                    f"{refusal}; Pulsar still changed ({'; '.join(failed)}): release control to "
+                    "restore it",
+                    status=502,
+                    field="connection",
+                )
+        connection = _mode_set(
+            connection,
+            PulsarConnection.Mode.CONTROL,
+            _previous(changes),
+            actor,
+            now,
+            "control taken: Fulcrum's executor sends the balancer's moves; "
+            + "; ".join(_said(c) for c in changes),
+        )
     return {"connection": connection.name, "mode": connection.mode, "changes": changes}
+
+
+def _previous(changes: list[dict[str, Any]]) -> dict[str, Any]:
+    """What releasing control restores: key -> its effective value and override before."""
+    return {c["key"]: {"effective": c["effective"], "override": c["override"]} for c in changes}
 
 
 def _mode_set(
@@ -189,12 +215,15 @@ def _mode_set(
     actor: User | None,
     now: datetime,
     reason: str,
+    *,
+    stopped: bool = False,
 ) -> PulsarConnection:
-    """Record the new mode (the executor running) and what to restore, audited."""
+    """Record the new mode, the executor running (or ``stopped``) and what to restore,
+    audited."""
     with transaction.atomic():
         connection = PulsarConnection.objects.select_for_update().get(pk=connection.pk)
         connection.mode = mode
-        connection.is_executor_stopped = False
+        connection.is_executor_stopped = stopped
         connection.previous_config = previous
         connection.save(update_fields=["mode", "is_executor_stopped", "previous_config"])
         AuditEvent.objects.create(
@@ -243,34 +272,35 @@ def control_release(
     actor_check(actor, admin=True)
     if not confirm:
         raise ConsoleError("confirm must be true to release control", field="confirm")
-    connection = _connection(connection_id)
-    if connection.mode != PulsarConnection.Mode.CONTROL:
-        raise ConsoleError(f"Fulcrum does not control {connection.name}", status=409)
-    executor.executor_set(connection.pk, stopped=True, actor=actor, now=now)
-    changes = [
-        {"key": k, "effective": v.get("effective"), "override": v.get("override")}
-        for k, v in connection.previous_config.items()
-    ]
-    with admin_for(connection) as admin:
-        failed = _restore(admin, changes)
-    if failed:
-        raise ConsoleError(
-            "Pulsar refused to restore " + "; ".join(failed) + ": still in control, executor "
-            "stopped; try again",
-            status=502,
-            field="connection",
+    executor.executor_set(connection_id, stopped=True, actor=actor, now=now)
+    with transaction.atomic():
+        connection = connection_get(connection_id, lock=True)
+        if connection.mode != PulsarConnection.Mode.CONTROL:
+            raise ConsoleError(f"Fulcrum does not control {connection.name}", status=409)
+        changes = [
+            {"key": k, "effective": v.get("effective"), "override": v.get("override")}
+            for k, v in connection.previous_config.items()
+        ]
+        with admin_for(connection) as admin:
+            failed = _restore(admin, changes)
+        if failed:
+            raise ConsoleError(
+                "Pulsar refused to restore " + "; ".join(failed) + ": still in control, executor "
+                "stopped; try again",
+                status=502,
+                field="connection",
+            )
+        restored = "; ".join(
+            f"{c['key']} -> {c['effective'] or 'true'}"
+            + (" (override removed)" if c["override"] is None else "")
+            for c in changes
         )
-    restored = "; ".join(
-        f"{c['key']} -> {c['effective'] or 'true'}"
-        + (" (override removed)" if c["override"] is None else "")
-        for c in changes
-    )
-    connection = _mode_set(
-        connection,
-        PulsarConnection.Mode.OBSERVE,
-        {},
-        actor,
-        now,
-        f"control released: observe-only again, Pulsar's configuration restored: {restored}",
-    )
+        connection = _mode_set(
+            connection,
+            PulsarConnection.Mode.OBSERVE,
+            {},
+            actor,
+            now,
+            f"control released: observe-only again, Pulsar's configuration restored: {restored}",
+        )
     return {"connection": connection.name, "mode": connection.mode, "changes": changes}

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from balancer import bundles as bundle_ops
 from balancer.errors import BalancerError
@@ -38,7 +38,9 @@ log = logging.getLogger(__name__)
 STILL_ON_SOURCE_S: Final = 60.0
 # An unloaded bundle no client has looked up this long after: recorded as unowned.
 UNOWNED_AFTER_S: Final = 300.0
-IN_FLIGHT: Final = (PulsarMove.State.QUEUED, PulsarMove.State.SENDING, PulsarMove.State.VERIFYING)
+IN_FLIGHT: Final = PulsarMove.IN_FLIGHT
+# A queued move not sent within this long is dropped: the plan it came from is stale.
+QUEUED_TTL_S: Final = 120.0
 
 
 def moves_in_flight(connection: PulsarConnection) -> int:
@@ -56,7 +58,15 @@ def moves_queue(
         event.save()
         move.connection = connection
         move.audit = event
-        move.save()
+        try:
+            with transaction.atomic():
+                move.save()
+        except IntegrityError:  # another plan queued a move of this bundle at the same time
+            raise ConsoleError(
+                f"{move.bundle}: another move of this bundle was just queued (one at a time)",
+                status=409,
+                field="bundle",
+            ) from None
         realtime.publish(realtime.BUNDLE_MOVED, event.summary())
     if moves:
         from console.celery import app  # the Celery app, not a task module: services never
@@ -65,13 +75,29 @@ def moves_queue(
         transaction.on_commit(lambda: app.send_task("console.tasks.pulsar_sync"))
 
 
-def _finish(move: PulsarMove, outcome: str, reason: str, now: datetime, owner: str = "") -> None:
-    """End a move with its outcome and audit what was found."""
-    move.state = PulsarMove.State.DONE
-    move.outcome = outcome
-    move.outcome_reason = reason
-    move.finished_at = now
-    move.save(update_fields=["state", "outcome", "outcome_reason", "finished_at"])
+def _finish(
+    move: PulsarMove,
+    outcome: str,
+    reason: str,
+    now: datetime,
+    owner: str = "",
+    *,
+    expected: tuple[str, ...] = (PulsarMove.State.SENDING, PulsarMove.State.VERIFYING),
+) -> bool:
+    """End a move with its outcome and audit what was found, only if it is still in one of the
+    ``expected`` states (a compare-and-set: two passes never end it twice). Returns whether it
+    did."""
+    ended = PulsarMove.objects.filter(pk=move.pk, state__in=expected).update(
+        state=PulsarMove.State.DONE, outcome=outcome, outcome_reason=reason, finished_at=now
+    )
+    if not ended:
+        return False
+    move.state, move.outcome, move.outcome_reason, move.finished_at = (
+        PulsarMove.State.DONE,
+        outcome,
+        reason,
+        now,
+    )
     event = AuditEvent.objects.create(
         at=now,
         action=AuditEvent.Action.VERIFY,
@@ -82,6 +108,7 @@ def _finish(move: PulsarMove, outcome: str, reason: str, now: datetime, owner: s
         decision=move.audit.decision if move.audit else None,
     )
     realtime.publish(realtime.BUNDLE_MOVED, event.summary())
+    return True
 
 
 @dataclass
@@ -91,16 +118,26 @@ class _Send:
     note: str  # said with the outcome
 
 
-def moves_send(connection: PulsarConnection, admin: PulsarAdmin, *, now: datetime) -> int:
+def moves_send(
+    connection: PulsarConnection, admin: PulsarAdmin, *, now: datetime, version: str = ""
+) -> int:
     """Send the queued moves, oldest first, while fewer than ``max_moves_in_flight`` are being
-    sent or verified (none while observe-only or stopped). Each is checked first against the
-    owners of the last observation; one that no longer fits is skipped, with why.
+    sent or verified (none while observe-only or stopped: the connection is read again first).
+    Each is checked against the owners just observed; one that no longer fits is skipped, with
+    why; one queued longer than ``QUEUED_TTL_S`` is dropped. ``version``: the cluster's, as
+    observed (below 3.0 an unload goes without its destination, said so).
+
+    A call whose answer was lost (unreachable, a timeout, a 5xx: Pulsar may have done it) is
+    verified by observing like an accepted one; a 4xx refusal ends the move as failed with
+    Pulsar's reason.
 
     Returns:
-        How many calls Pulsar accepted.
+        How many calls were sent and are now being verified.
     """
+    connection = PulsarConnection.objects.get(pk=connection.pk)
     if connection.mode != PulsarConnection.Mode.CONTROL or connection.is_executor_stopped:
         return 0
+    _unstick(connection, now, admin.act_timeout_s)
     busy = connection.moves.filter(
         state__in=[PulsarMove.State.SENDING, PulsarMove.State.VERIFYING]
     ).count()
@@ -114,13 +151,15 @@ def moves_send(connection: PulsarConnection, admin: PulsarAdmin, *, now: datetim
         )
     ]
     owners = _owners([m.bundle for m in claimed])
-    version = str(connection.observation.get("version", ""))
     sends: list[_Send] = []
     for move in claimed:
         move.sent_at = now
+        waited = (now - move.created_at).total_seconds()
         why = _refusal(move, owners)
+        if not why and waited > QUEUED_TTL_S:
+            why = f"queued {waited:.0f} s ago, longer than {QUEUED_TTL_S:.0f} s: its plan is stale"
         if why:
-            _finish(move, PulsarMove.Outcome.SKIPPED, why, now)
+            _finish(move, PulsarMove.Outcome.SKIPPED, f"{why}; nothing was sent", now)
             continue
         destination = move.destination or None
         note = ""
@@ -128,31 +167,51 @@ def moves_send(connection: PulsarConnection, admin: PulsarAdmin, *, now: datetim
             destination = None
             note = (
                 f"destination not supported by this cluster's version ({version}): sent as a "
-                "plain unload, Pulsar places the bundle; "
+                f"plain unload (planned for {move.destination}), Pulsar places the bundle; "
             )
+            PulsarMove.objects.filter(pk=move.pk).update(destination="")
+            move.destination = ""
         sends.append(_Send(move, destination, note))
 
     def send(item: _Send) -> None:
         move = item.move
-        if move.kind == PulsarMove.Kind.UNLOAD:
-            admin.unload(move.bundle, item.destination)
-        else:
-            boundaries = move.boundaries if move.algorithm == "specified_positions_divide" else None
-            admin.split(move.bundle, move.algorithm, boundaries)
+        try:
+            if move.kind == PulsarMove.Kind.UNLOAD:
+                admin.unload(move.bundle, item.destination)
+            else:
+                admin.split(move.bundle, move.algorithm, list(move.boundaries))
+        except PulsarAdminError:
+            raise
+        except Exception as exc:  # never leave a move in SENDING: said, and verified
+            raise PulsarAdminError(0, f"{type(exc).__name__}: {exc}", "PUT", move.bundle) from exc
 
-    accepted = 0
+    sent = 0
     for item, result in admin.each(sends, send):
         move = item.move
+        note = item.note
         if isinstance(result, PulsarAdminError):
-            status = f"HTTP {result.status}" if result.status else "unreachable"
-            why = f"Pulsar refused it ({status}): {result.reason}"
-            _finish(move, PulsarMove.Outcome.FAILED, why, now)
-            continue
-        accepted += 1
-        move.state = PulsarMove.State.VERIFYING
-        move.outcome_reason = item.note
-        move.save(update_fields=["state", "outcome_reason"])
-    return accepted
+            if 400 <= result.status < 500:
+                why = f"{note}Pulsar refused it (HTTP {result.status}): {result.reason}"
+                _finish(
+                    move, PulsarMove.Outcome.FAILED, why, now, expected=(PulsarMove.State.SENDING,)
+                )
+                continue
+            status = f"HTTP {result.status}" if result.status else "no answer"
+            note += f"Pulsar's answer was lost ({status}: {result.reason}); "
+        sent += PulsarMove.objects.filter(pk=move.pk, state=PulsarMove.State.SENDING).update(
+            state=PulsarMove.State.VERIFYING, outcome_reason=note
+        )
+    return sent
+
+
+def _unstick(connection: PulsarConnection, now: datetime, act_timeout_s: float) -> None:
+    """A move left in SENDING (its worker died mid-call) longer than an act call can take is
+    verified by observing: Pulsar may have done it."""
+    limit = now - timedelta(seconds=act_timeout_s + 30)
+    connection.moves.filter(state=PulsarMove.State.SENDING, sent_at__lt=limit).update(
+        state=PulsarMove.State.VERIFYING,
+        outcome_reason="the executor stopped while sending it; ",
+    )
 
 
 def _owners(bundles: list[str]) -> dict[str, str | None]:
@@ -168,17 +227,26 @@ def _owners(bundles: list[str]) -> dict[str, str | None]:
 def _refusal(move: PulsarMove, owners: dict[str, str | None]) -> str:
     """Why a move must not be sent now ("" when it may)."""
     if move.bundle not in owners:
-        return "it is no longer a bundle (split or merged since the plan); nothing was sent"
+        return "it is no longer a bundle (split or merged since the plan)"
+    other = (
+        PulsarMove.objects.filter(
+            bundle=move.bundle, state__in=[PulsarMove.State.SENDING, PulsarMove.State.VERIFYING]
+        )
+        .exclude(pk=move.pk)
+        .first()
+    )
+    if other is not None:
+        return f"move {other.pk} of this bundle is still {other.state}"
     owner = owners[move.bundle]
     if owner is None:
         return (
             "no broker owns it now; Fulcrum never unloads or splits an unowned bundle (a split "
-            "would assign it); nothing was sent"
+            "would assign it)"
         )
     if owner != move.source:
-        return f"its owner changed since the plan: now {owner}, not {move.source}; nothing was sent"
+        return f"its owner changed since the plan: now {owner}, not {move.source}"
     if move.destination and move.destination == owner:
-        return f"it is already on {owner}: no transfer to the current owner; nothing was sent"
+        return f"it is already on {owner}: no transfer to the current owner"
     return ""
 
 
@@ -198,6 +266,8 @@ def moves_verify(connection: PulsarConnection, seen: Observation, *, now: dateti
         waited = (now - (move.sent_at or now)).total_seconds()
         said = move.outcome_reason
         after = f"{waited:.0f} s after it was sent"
+        if move.bundle.rsplit("/", 1)[0] not in seen.namespaces:
+            continue  # its namespace could not be read this time: nothing to conclude
         if move.kind == PulsarMove.Kind.UNLOAD:
             owner = seen.owners.get(move.bundle)
             if move.bundle not in bundles:
@@ -207,13 +277,16 @@ def moves_verify(connection: PulsarConnection, seen: Observation, *, now: dateti
                     f"{said}it is no longer a bundle of its namespace {after} (split meanwhile)",
                     now,
                 )
-            elif owner is None and (seen.unknown_owners or waited < UNOWNED_AFTER_S):
-                continue  # a client's lookup will place it (or an owner list could not be read)
+            elif owner is None and waited < UNOWNED_AFTER_S:
+                continue  # a client's lookup will place it
             elif owner is None:
+                unread = ", ".join(sorted(seen.unknown_owners))
+                maybe = f" (the owned bundles of {unread} could not be read)" if unread else ""
                 _finish(
                     move,
                     PulsarMove.Outcome.UNOWNED,
-                    f"{said}unloaded, and no broker owns it {after}: no client has looked it up",
+                    f"{said}unloaded, and no broker owns it {after}{maybe}: no client has "
+                    "looked it up",
                     now,
                 )
             elif owner == move.source:
@@ -222,7 +295,8 @@ def moves_verify(connection: PulsarConnection, seen: Observation, *, now: dateti
                 _finish(
                     move,
                     PulsarMove.Outcome.FAILED,
-                    f"{said}still owned by {owner} {after}, though Pulsar accepted the unload",
+                    f"{said}owned by {owner}, its source, {after}: not unloaded, or placed "
+                    "back there",
                     now,
                     owner,
                 )
@@ -297,11 +371,13 @@ def _verify_split(
 
 
 def moves_cancel(connection: PulsarConnection, why: str, now: datetime) -> int:
-    """End every queued move as cancelled (those already sent are still verified)."""
+    """End every queued move as cancelled, each by compare-and-set (a move the executor claimed
+    meanwhile is sent, and verified); those already sent are still verified."""
     cancelled = 0
     for move in connection.moves.filter(state=PulsarMove.State.QUEUED).select_related("audit"):
-        _finish(move, PulsarMove.Outcome.CANCELLED, why, now)
-        cancelled += 1
+        cancelled += _finish(
+            move, PulsarMove.Outcome.CANCELLED, why, now, expected=(PulsarMove.State.QUEUED,)
+        )
     return cancelled
 
 
@@ -316,7 +392,7 @@ def executor_set(
     """
     actor_check(actor)
     with transaction.atomic():
-        connection = _connection(connection_id, lock=True)
+        connection = connection_get(connection_id, lock=True)
         if connection.is_executor_stopped == stopped:
             return connection
         connection.is_executor_stopped = stopped
@@ -340,7 +416,12 @@ def executor_set(
     return connection
 
 
-def _connection(connection_id: int, *, lock: bool = False) -> PulsarConnection:
+def connection_get(connection_id: int, *, lock: bool = False) -> PulsarConnection:
+    """A Pulsar connection by id (``lock``: its row locked until the transaction ends).
+
+    Raises:
+        ConsoleError: 404 naming ``connection``.
+    """
     rows = PulsarConnection.objects.select_for_update() if lock else PulsarConnection.objects
     try:
         return rows.get(pk=connection_id)

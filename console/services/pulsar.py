@@ -11,6 +11,8 @@ import itertools
 import json
 import logging
 import os
+import socket
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,6 +25,7 @@ from console import loadstore, realtime
 from console.access import actor_check
 from console.models import (
     AuditEvent,
+    BalancerConfig,
     Broker,
     Bundle,
     Cluster,
@@ -32,7 +35,7 @@ from console.models import (
     PulsarMove,
     Tenant,
 )
-from console.pulsar.admin import PulsarAdmin, PulsarAdminError
+from console.pulsar.admin import PulsarAdmin, PulsarAdminError, PulsarAdminSetupError
 from console.pulsar.observe import (
     Observation,
     ObservationError,
@@ -41,8 +44,12 @@ from console.pulsar.observe import (
 )
 from console.services.errors import ConsoleError
 from console.services.ingest import load_report_ingest
+from console.services.shedding import lease_claim, lease_release
 
 log = logging.getLogger(__name__)
+SYNC_LOCK = "pulsar-sync"
+# A pass observes, verifies and sends (each act call up to 90 s, several at once): its lease.
+SYNC_LEASE_S = 300.0
 
 
 def _bounds(namespace: str, boundaries: list[str]) -> list[tuple[int, int]]:
@@ -124,12 +131,17 @@ def pulsar_observation_apply(seen: Observation, *, now: datetime | None = None) 
         bundle_count = 0
         by_pk = {b.pk: b.name for b in Broker.objects.all()}
         # Bundles Fulcrum's executor is moving: their owner changes are its own, verified there.
+        # (sent ones only: a skipped or cancelled move changed nothing in Pulsar).
         ours = set(
-            PulsarMove.objects.exclude(state=PulsarMove.State.DONE).values_list("bundle", flat=True)
+            PulsarMove.objects.filter(
+                state__in=[PulsarMove.State.SENDING, PulsarMove.State.VERIFYING]
+            ).values_list("bundle", flat=True)
         ) | set(
-            PulsarMove.objects.filter(finished_at__gte=now - timedelta(minutes=5)).values_list(
-                "bundle", flat=True
+            PulsarMove.objects.filter(
+                finished_at__gte=now - timedelta(minutes=5), sent_at__isnull=False
             )
+            .exclude(outcome__in=[PulsarMove.Outcome.SKIPPED, PulsarMove.Outcome.FAILED])
+            .values_list("bundle", flat=True)
         )
         observed: list[AuditEvent] = []
         for name, (boundaries, group) in sorted(seen.namespaces.items()):
@@ -188,6 +200,20 @@ def pulsar_observation_apply(seen: Observation, *, now: datetime | None = None) 
                     bundle.save(update_fields=fields)
                 owned_rows += owner is not None
                 bundle_count += 1
+        if seen.namespaces_complete:
+            # Every namespace was read: one Pulsar no longer lists is gone, with its bundles.
+            gone_ns = Namespace.objects.exclude(name__in=list(seen.namespaces))
+            for namespace in gone_ns:
+                observed.append(
+                    AuditEvent(
+                        at=now,
+                        action=AuditEvent.Action.OBSERVED,
+                        target=namespace.name,
+                        reason="Pulsar no longer lists this namespace (observed): its bundles are "
+                        "forgotten",
+                    )
+                )
+            gone_ns.delete()
         AuditEvent.objects.bulk_create(observed)
         loadstore.ownership_changing()
     for event in observed:
@@ -260,13 +286,20 @@ def connection_token(connection: PulsarConnection) -> str | None:
 
 def admin_for(connection: PulsarConnection) -> PulsarAdmin:
     """The admin client of a connection (token, TLS CA), the broker URLs its last observation
-    learned."""
-    return PulsarAdmin(
-        connection.admin_url,
-        token=connection_token(connection),
-        tls_ca_file=connection.tls_ca_file or None,
-        broker_urls=connection.observation.get("brokerUrls") or None,
-    )
+    learned.
+
+    Raises:
+        ConsoleError: 409 naming ``token`` (cannot be decrypted) or ``tls_ca_file`` (unreadable).
+    """
+    try:
+        return PulsarAdmin(
+            connection.admin_url,
+            token=connection_token(connection),
+            tls_ca_file=connection.tls_ca_file or None,
+            broker_urls=connection.observation.get("brokerUrls") or None,
+        )
+    except PulsarAdminSetupError as exc:
+        raise ConsoleError(exc.message, status=409, field=exc.field) from None
 
 
 def pulsar_connection_from_environment() -> PulsarConnection | None:
@@ -301,12 +334,26 @@ def pulsar_connection_from_environment() -> PulsarConnection | None:
             url,
             settings.FULCRUM_PULSAR_TLS_CA,
         ):
-            connection.admin_url, connection.tls_ca_file = url, settings.FULCRUM_PULSAR_TLS_CA
-            connection.save(update_fields=["admin_url", "tls_ca_file"])
+            if connection.mode == PulsarConnection.Mode.CONTROL:
+                # Pointing a controlled connection elsewhere would leave the old cluster's
+                # shedding off and restore its values on the new one.
+                log.error(
+                    "FULCRUM_PULSAR_URL changed to %s while Fulcrum controls %s at %s: kept; "
+                    "release control first",
+                    url,
+                    name,
+                    connection.admin_url,
+                )
+            else:
+                connection.admin_url, connection.tls_ca_file = url, settings.FULCRUM_PULSAR_TLS_CA
+                connection.save(update_fields=["admin_url", "tls_ca_file"])
     return connection
 
 
-def _summary(seen: Observation, applied: dict[str, Any]) -> dict[str, Any]:
+def _summary(seen: Observation, applied: dict[str, Any], secure: bool) -> dict[str, Any]:
+    """What the connection keeps of an observation; ``brokerUrls``: each broker's own web URL
+    from its report (``webServiceUrlTls`` when attached over https)."""
+    key = "webServiceUrlTls" if secure else "webServiceUrl"
     return applied | {
         "cluster": seen.cluster,
         "leader": seen.leader,
@@ -316,9 +363,9 @@ def _summary(seen: Observation, applied: dict[str, Any]) -> dict[str, Any]:
         "versions": seen.versions,
         "lbConfig": seen.lb_config,
         "brokerUrls": {
-            b: str(r.get("webServiceUrl") or "")
+            b: str(r[key])
             for b, r in seen.reports.items()
-            if isinstance(r.get("webServiceUrl"), str) and r.get("webServiceUrl")
+            if isinstance(r.get(key), str) and r[key]
         },
     }
 
@@ -339,21 +386,33 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
     if connection is None:
         return None
     now = now or timezone.now()
-    try:
-        admin = admin_for(connection)
-    except ConsoleError as exc:
-        _failed(connection, now, exc.message)
+    token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    if not lease_claim(SYNC_LOCK, token, now, SYNC_LEASE_S):
+        log.info("another Pulsar pass holds the lease; skipped")
         return None
-    with admin:
+    try:
         try:
-            seen = observe(admin)
-        except PulsarAdminError as exc:
-            _failed(connection, now, f"{exc.method} {exc.url}: {exc.status} {exc.reason}")
-            raise
-        summary = _summary(seen, pulsar_observation_apply(seen, now=now))
-        summary["verified"] = executor.moves_verify(connection, seen, now=now)
-        # Sent after observing: each move is checked against the owners just seen.
-        summary["sent"] = executor.moves_send(connection, admin, now=timezone.now())
+            admin = admin_for(connection)
+        except ConsoleError as exc:
+            _failed(connection, now, exc.message)
+            return None
+        with admin:
+            try:
+                seen = observe(admin)
+            except PulsarAdminError as exc:
+                _failed(connection, now, f"{exc.method} {exc.url}: {exc.status} {exc.reason}")
+                raise
+            secure = connection.admin_url.startswith("https://")
+            summary = _summary(seen, pulsar_observation_apply(seen, now=now), secure)
+            summary["verified"] = executor.moves_verify(connection, seen, now=now)
+            # Sent after observing: each move is checked against the owners just seen.
+            summary["sent"] = executor.moves_send(
+                connection, admin, now=timezone.now(), version=seen.version
+            )
+            _auto_split_keep_off(connection, admin, seen, now)
+    finally:
+        lease_release(SYNC_LOCK, token, timezone.now())
+    connection.refresh_from_db(fields=["observation"])
     summary["controlAtStart"] = connection.observation.get("controlAtStart", False)
     connection.observation = summary
     connection.observed_at = now
@@ -361,6 +420,43 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
     if settings.FULCRUM_PULSAR_TAKE_CONTROL_AT_START and not summary["controlAtStart"]:
         _take_control_at_start(connection, now)
     return summary
+
+
+def _auto_split_keep_off(
+    connection: PulsarConnection, admin: PulsarAdmin, seen: Observation, now: datetime
+) -> None:
+    """In control, when Fulcrum splits (its auto-split on, perhaps turned on after control was
+    taken) and Pulsar's auto-split is on: turn Pulsar's off too, keeping its previous values for
+    the release, audited. Fulcrum never splits against Pulsar."""
+    from console.services.control import AUTO_SPLIT
+
+    connection.refresh_from_db(fields=["mode", "previous_config"])
+    splits = BalancerConfig.objects.filter(is_auto_split_enabled=True).exists()
+    if (
+        connection.mode != PulsarConnection.Mode.CONTROL
+        or not splits
+        or seen.lb_config.get(AUTO_SPLIT) != "true"
+        or AUTO_SPLIT in connection.previous_config
+    ):
+        return
+    try:
+        override = admin.dynamic_overrides().get(AUTO_SPLIT)
+        admin.set_dynamic_config(AUTO_SPLIT, "false")
+    except PulsarAdminError as exc:
+        log.warning("could not turn Pulsar's auto-split off: %s %s", exc.status, exc.reason)
+        return
+    connection.previous_config = {
+        **connection.previous_config,
+        AUTO_SPLIT: {"effective": "true", "override": override},
+    }
+    connection.save(update_fields=["previous_config"])
+    AuditEvent.objects.create(
+        at=now,
+        action=AuditEvent.Action.CONTROL,
+        target=connection.name,
+        reason=f"Fulcrum splits bundles now: {AUTO_SPLIT} true -> false (restored when control "
+        "is released)",
+    )
 
 
 def _take_control_at_start(connection: PulsarConnection, now: datetime) -> None:
@@ -408,7 +504,9 @@ def pulsar_connection_save(
             and PulsarConnection.objects.filter(pk=connection.pk, is_attached=True).exists()
         )
         connection.save()
-        if connection.is_attached and not was_attached:
+        if connection.is_attached != was_attached:
+            # Attached: the cluster shown before is replaced; detached: nothing is shown (the
+            # console must not balance a layout it no longer observes).
             _layout_forget(connection, actor)
         AuditEvent.objects.create(
             at=timezone.now(),
@@ -452,9 +550,9 @@ def pulsar_connection_check(
 
 
 def _layout_forget(connection: PulsarConnection, actor: Any) -> None:
-    """A newly attached cluster replaces the one the console showed: its brokers, failure
-    domains, tenants, namespaces, bundles and load reports are forgotten (decisions and the
-    audit stay), and the next observation brings the new cluster's. Audited."""
+    """Attaching or detaching ``connection`` replaces the cluster the console showed: its
+    brokers, failure domains, tenants, namespaces, bundles and load reports are forgotten
+    (decisions and the audit stay); the next observation brings the attached cluster's. Audited."""
     brokers = list(Broker.objects.values_list("name", flat=True))
     Namespace.objects.all().delete()
     Tenant.objects.all().delete()
@@ -473,6 +571,7 @@ def _layout_forget(connection: PulsarConnection, actor: Any) -> None:
             actor=actor,
             action=AuditEvent.Action.CONTROL,
             target=connection.name,
-            reason=f"{connection.name} attached: the {len(brokers)} broker(s), namespaces and "
-            "bundles shown before are forgotten; its own come with the next observation",
+            reason=f"{connection.name} {'attached' if connection.is_attached else 'detached'}: the "
+            f"{len(brokers)} broker(s), namespaces and bundles shown before are forgotten"
+            + ("; its own come with the next observation" if connection.is_attached else ""),
         )

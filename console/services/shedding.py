@@ -158,11 +158,14 @@ def shedding_tick_run(
                 std_usage_fraction=plan.before.std,
                 cv=plan.before.cv,
             )
-            config.state = plan.state
-            config.save(update_fields=["state"])
             decision = plan_apply(
                 plan, now=now, actor=None, kind=Decision.Kind.SHED, refuse_stale=False
             )
+            if "notSent" not in decision.details:
+                # A plan recorded but not sent to Pulsar leaves the strategies' memory (hit
+                # counts, budgets) as it was: nothing happened.
+                config.state = plan.state
+                config.save(update_fields=["state"])
             realtime.publish(
                 realtime.CV_SAMPLED,
                 {"at": now.isoformat(), "cv": plan.before.cv, "mean": plan.before.avg_usage},

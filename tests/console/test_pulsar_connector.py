@@ -262,12 +262,16 @@ def test_a_broker_that_cannot_be_reached_is_named_and_the_rest_stands(admin, fak
     assert set(seen.reports) == {B1}
     assert any(e.startswith(f"{B2}: owned bundles: ConnectError") for e in seen.errors)
     assert any(e.startswith(f"{B2}: load report") for e in seen.errors)
-    # Under the extensible load manager no report is asked for.
+    # Under the extensible load manager no load report is asked for (this fake serves neither
+    # /metrics nor topic stats: each broker's load is named as unread).
     fake.down.clear()
     fake.load_manager = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+    fake.requests.clear()
     extensible = observe(admin)
     assert extensible.extensible
     assert extensible.reports == {}
+    assert not any(r.url.path.endswith("/load-report") for r in fake.requests)
+    assert any(e.startswith(f"{B1}: load report: ") for e in extensible.errors)
 
 
 def test_a_load_report_becomes_the_report_fulcrum_ingests(fake):
@@ -287,7 +291,8 @@ def test_a_load_report_becomes_the_report_fulcrum_ingests(fake):
     stats = doc["bundleStats"]["public/default/0x00000000_0x40000000"]
     assert (stats["topics"], stats["producers"], stats["consumers"]) == (3, 1, 2)
     assert is_system_bundle("pulsar/c1/broker-1:8080/0x00000000_0xffffffff")
-    assert not is_system_bundle("pulsar/system/0x00000000_0xffffffff")
+    assert is_system_bundle("pulsar/system/0x00000000_0xffffffff")  # the extensible channel
+    assert not is_system_bundle("pulsar/functions/0x00000000_0xffffffff")
 
 
 @pytest.mark.parametrize(
@@ -562,3 +567,16 @@ def test_the_modular_manager_s_top_n_stats_are_completed_from_its_bundle_metrics
     assert bad.value.field == "metrics"
     with pytest.raises(ObservationError, match="must be ≥ 0"):
         parse_metrics(B1, 'pulsar_lb_cpu_usage{broker="b"} -1\n')
+
+
+def test_over_https_the_token_never_goes_to_a_broker_s_http_url(fake, router, tmp_path):
+    from console.pulsar.admin import PulsarAdminSetupError
+
+    secure = PulsarAdmin(f"https://{B1}", token=TOKEN, broker_urls={B2: "http://broker-2:8080"})
+    assert secure.broker_url("broker-3:8443") == "https://broker-3:8443"
+    with pytest.raises(PulsarAdminError, match="refused to send the token over http://"):
+        secure.load_report(B2)
+    assert not fake.requests  # nothing left the client
+    with pytest.raises(PulsarAdminSetupError) as unreadable:
+        PulsarAdmin(f"https://{B1}", token=TOKEN, tls_ca_file=str(tmp_path / "missing.pem"))
+    assert unreadable.value.field == "tls_ca_file"

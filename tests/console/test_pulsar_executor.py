@@ -457,39 +457,40 @@ def test_a_2_10_cluster_gets_a_plain_unload_said_so(pulsar, admin_user, operator
     assert move.outcome_reason.startswith("destination not supported by this cluster's version")
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_a_split_is_sent_with_the_configured_algorithm_and_verified(
-    pulsar, admin_user, operator, algorithm
+@pytest.mark.parametrize(
+    ("algorithm", "positions", "cut"),
+    [
+        ("range_equally_divide", None, 0xA0000000),
+        ("specified_positions_divide", [0x90000000], 0x90000000),
+    ],
+)
+def test_a_split_is_sent_at_the_planned_cuts_and_verified(
+    pulsar, admin_user, operator, algorithm, positions, cut
 ):
-    from console.models import BalancerConfig, Bundle
+    """Whatever algorithm the operator (or the config) chose, Fulcrum computed the cuts: they are
+    sent as they are (specified_positions_divide, the cuts as the body), so the audit says what
+    Pulsar did."""
+    from console.models import AuditEvent, Bundle
     from console.services import bundle_split
 
     take_control(pulsar, admin_user)
-    BalancerConfig.objects.update(split_algorithm=algorithm)
     bundle = name(0x80000000, 0xC0000000)
-    bundle_split(
-        bundle,
-        actor=operator,
-        algorithm="specified_positions_divide",
-        positions=[0xA0000000],
-        force=True,
-    )
+    bundle_split(bundle, actor=operator, algorithm=algorithm, positions=positions, force=True)
+    announced = AuditEvent.objects.get(action="split", target=bundle)
+    assert f"split with specified_positions_divide at 0x{cut:08x}" in announced.reason
     pulsar.requests.clear()
     pulsar.sync()
     (split,) = [r for r in pulsar.requests if r.url.path.endswith("/split")]
+    assert parse_qs(split.url.query.decode())["splitAlgorithmName"] == [
+        "specified_positions_divide"
+    ]
+    assert json.loads(split.content) == [cut]
     pulsar.sync()  # observed: verified
-    assert parse_qs(split.url.query.decode())["splitAlgorithmName"] == [algorithm]
-    body = json.loads(split.content)
-    assert body == ([0xA0000000] if algorithm == "specified_positions_divide" else [])
     (move,) = moves()
-    planned = algorithm in (
-        "specified_positions_divide",
-        "range_equally_divide",
-        "flow_or_qps_equally_divide",
-    )
-    assert move.outcome == ("as-planned" if planned else "elsewhere")
-    assert f"owned by {B1}" in move.outcome_reason
-    assert Bundle.objects.filter(namespace__name=NS).count() == 5
+    assert move.outcome == "as-planned"
+    assert move.outcome_reason.startswith(f"split as planned into 2 bundles owned by {B1}")
+    lowers = set(Bundle.objects.filter(namespace__name=NS).values_list("lower", flat=True))
+    assert cut in lowers
 
 
 def test_moves_the_cluster_overtook_are_skipped_and_never_sent(pulsar, admin_user, operator):
@@ -691,9 +692,151 @@ def test_attaching_another_cluster_forgets_the_one_shown_before(pulsar, admin_us
         pulsar_connection_save(east, token=None, actor=admin_user, changed=["is_attached"])
     pulsar.connection.is_attached = False
     pulsar_connection_save(pulsar.connection, token=None, actor=admin_user, changed=["is_attached"])
-    assert Broker.objects.count() == 3  # detached: nothing forgotten yet
-    pulsar_connection_save(east, token=None, actor=admin_user, changed=["is_attached"])
+    # Detached: the console no longer shows (nor balances) what it does not observe.
     assert (Broker.objects.count(), Bundle.objects.count()) == (0, 0)
     assert AuditEvent.objects.filter(
-        action="control", target="east", reason__startswith="east attached: the 3 broker(s)"
+        action="control", target="c1", reason__startswith="c1 detached: the 3 broker(s)"
     ).exists()
+    pulsar.sync()  # nothing attached: nothing observed
+    assert Broker.objects.count() == 0
+    pulsar_connection_save(east, token=None, actor=admin_user, changed=["is_attached"])
+    assert PulsarConnection.objects.get(name="east").is_attached
+
+
+def test_a_second_move_of_a_bundle_waits_for_the_first(pulsar, admin_user, operator):
+    from console.services import bundle_unload
+    from console.services.errors import ConsoleError
+
+    take_control(pulsar, admin_user)
+    bundle = name(0, 0x40000000)
+    bundle_unload(bundle, actor=operator, destination=B3, force=True)
+    with pytest.raises(ConsoleError) as refused:
+        bundle_unload(bundle, actor=operator, destination=B2, force=True)
+    assert refused.value.status == 409
+    assert "still in flight on Pulsar" in refused.value.message
+    assert len(moves()) == 1
+
+
+def test_a_lost_answer_is_verified_and_waits_are_bounded(pulsar, admin_user, operator):
+    from console.models import PulsarMove
+    from console.services import bundle_unload
+
+    take_control(pulsar, admin_user)
+    first, second = name(0, 0x40000000), name(0x40000000, 0x80000000)
+    bundle_unload(first, actor=operator, destination=B3, force=True)
+    original = pulsar._unload
+
+    def done_but_lost(request, host, path, query):  # Pulsar unloads it, the answer is a 500
+        answer = original(request, host, path, query)
+        if answer.status_code != 204:
+            return answer  # a redirect hop
+        return httpx.Response(500, text="--- An unexpected error occurred in the server ---")
+
+    pulsar._unload = done_but_lost
+    pulsar.sync()
+    pulsar._unload = original
+    (move,) = moves()
+    assert move.state == "verifying"
+    assert move.outcome_reason.startswith("Pulsar's answer was lost (HTTP 500")
+    # Nobody looks it up: after UNOWNED_AFTER_S it is recorded unowned.
+    later = timezone.now() + timedelta(seconds=301)
+    pulsar.sync(now=later)
+    move.refresh_from_db()
+    assert move.outcome == "unowned"
+    assert "no client has looked it up" in move.outcome_reason
+    # Unloaded, then found on its source: failed after STILL_ON_SOURCE_S.
+    bundle_unload(second, actor=operator, destination=B3, force=True)
+    pulsar._unload = lambda *a: httpx.Response(204)  # accepted, and nothing done
+    pulsar.sync()
+    pulsar._unload = original
+    pulsar.sync(now=timezone.now() + timedelta(seconds=61))
+    failed = PulsarMove.objects.get(bundle=second)
+    assert failed.outcome == "failed"
+    assert failed.outcome_reason.startswith(f"owned by {B1}, its source,")
+
+
+def test_a_move_stuck_in_sending_is_verified_and_an_old_queued_one_dropped(
+    pulsar, admin_user, operator
+):
+    from console.models import PulsarMove
+    from console.services import bundle_unload
+
+    take_control(pulsar, admin_user)
+    first, second = name(0, 0x40000000), name(0x40000000, 0x80000000)
+    bundle_unload(first, actor=operator, destination=B3, force=True)
+    long_ago = timezone.now() - timedelta(minutes=10)
+    PulsarMove.objects.filter(bundle=first).update(state="sending", sent_at=long_ago)
+    bundle_unload(second, actor=operator, destination=B3, force=True)
+    PulsarMove.objects.filter(bundle=second).update(created_at=long_ago)
+    pulsar.requests.clear()
+    pulsar.sync()
+    stuck = PulsarMove.objects.get(bundle=first)
+    assert stuck.state == "verifying"
+    assert stuck.outcome_reason == "the executor stopped while sending it; "
+    old = PulsarMove.objects.get(bundle=second)
+    assert old.outcome == "skipped"
+    assert "longer than 120 s: its plan is stale" in old.outcome_reason
+    assert not [r for r in pulsar.requests if r.method == "PUT"]
+
+
+def test_nothing_is_concluded_of_a_namespace_that_could_not_be_read(pulsar, admin_user, operator):
+    from console.models import Namespace
+    from console.services import bundle_unload
+
+    take_control(pulsar, admin_user)
+    bundle_unload(name(0, 0x40000000), actor=operator, destination=B3, force=True)
+    pulsar.sync()
+    original = pulsar.__class__.__call__
+
+    def no_bundles(self, request):
+        if request.url.path == f"/admin/v2/namespaces/{NS}/bundles":
+            return httpx.Response(500, text="--- An unexpected error occurred in the server ---")
+        return original(self, request)
+
+    pulsar.__class__ = type("Unreadable", (Cluster,), {"__call__": no_bundles})
+    pulsar.lookup(name(0, 0x40000000))
+    summary = pulsar.sync(now=timezone.now() + timedelta(seconds=400))
+    assert summary["errors"]
+    (move,) = moves()
+    assert move.state == "verifying"  # neither failed nor "split": nothing was read
+    assert Namespace.objects.filter(name=NS).exists()  # an unread namespace is not "gone"
+    pulsar.__class__ = Cluster
+    pulsar.sync()
+    move.refresh_from_db()
+    assert move.outcome == "as-planned"
+
+
+def test_a_namespace_pulsar_no_longer_lists_is_forgotten(pulsar):
+    from console.models import AuditEvent, Bundle, Namespace
+
+    original = pulsar.__class__.__call__
+
+    def deleted(self, request):
+        if request.url.path == "/admin/v2/namespaces/public":
+            return httpx.Response(200, json=[])
+        return original(self, request)
+
+    pulsar.__class__ = type("Deleted", (Cluster,), {"__call__": deleted})
+    pulsar.sync()
+    assert not Namespace.objects.filter(name=NS).exists()
+    assert Bundle.objects.count() == 0
+    assert AuditEvent.objects.filter(action="observed", target=NS).exists()
+
+
+def test_one_pass_at_a_time_and_control_only_of_the_attached_cluster(pulsar, admin_user):
+    from console.models import PulsarConnection
+    from console.services.control import control_take
+    from console.services.errors import ConsoleError
+    from console.services.pulsar import SYNC_LEASE_S, SYNC_LOCK
+    from console.services.shedding import lease_claim, lease_release
+
+    assert lease_claim(SYNC_LOCK, "other", timezone.now(), SYNC_LEASE_S)
+    assert pulsar.sync() is None  # another pass holds the lease
+    lease_release(SYNC_LOCK, "other", timezone.now())
+    assert pulsar.sync() is not None
+    stored = PulsarConnection.objects.create(name="stored", admin_url=f"http://{B1}")
+    with pytest.raises(ConsoleError) as refused:
+        control_take(stored.pk, actor=admin_user, confirm=True, now=timezone.now())
+    assert refused.value.status == 409
+    assert "is not attached" in refused.value.message
+    assert pulsar.overrides == {}
