@@ -76,15 +76,16 @@ from balancer.simulator.traces import default_traces_dir, load_cpu_series, load_
 from balancer.simulator.workload import DEFAULT_SCALE, Workload, build_workload
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 from balancer.splitting.algorithms import TopicLoad
+from console.pulsar.observe import EXTENSIBLE_CLASS, KBIT_TO_BYTES, MODULAR_CLASS, version_key
 
 log = logging.getLogger("fulcrum.pulsar_cluster")
 
-MODULAR: Final = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
-EXTENSIBLE: Final = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+MODULAR: Final = MODULAR_CLASS
+EXTENSIBLE: Final = EXTENSIBLE_CLASS
 UNEXPECTED: Final = "--- An unexpected error occurred in the server ---"
 CORES: Final = 8  # LocalBrokerData's cpu: percent of one core summed over the cores
 DIRECT_MEMORY_MIB: Final = (64.0, 1024.0)  # (usage, limit): a constant; its weight is 0
-KBIT_PER_BYTE: Final = 8 / 1000  # Pulsar reports bandwidth in kbit/s
+KBIT_PER_BYTE: Final = 1 / KBIT_TO_BYTES  # Pulsar reports bandwidth in kbit/s
 SERVICE_PORT: Final = 6650  # broker i's binary-protocol port is 6650 + i
 ML_SHEDDERS: Final = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder")
 ALL_SPLITS: Final = (
@@ -209,9 +210,8 @@ class StepResult:
 
 
 def _version(text: str) -> tuple[int, ...]:
-    """``3.3.2`` (or ``3.1.0-SNAPSHOT``) -> (3, 3, 2)."""
-    parts = re.findall(r"\d+", text.split("-", 1)[0])
-    return tuple(int(p) for p in parts) or (0,)
+    """``3.3.2`` (or ``3.1.0-SNAPSHOT``) -> (3, 3, 2); no number -> (0,)."""
+    return version_key(text) or (0,)
 
 
 def _string(value: bool | int | float | str) -> str:

@@ -38,7 +38,12 @@ from console.pulsar.admin import PulsarAdmin, PulsarAdminError, broker_host
 SYSTEM_NAMESPACE: Final = re.compile(
     r"^(?:(?:pulsar/(?:[^/]+/)?|sla-monitor/[^/]+/)[^/:]+:\d+|pulsar/system)(?:/|$)"
 )
-EXTENSIBLE: Final = "ExtensibleLoadManagerImpl"
+# The load managers' classes (loadManagerClassName, E17).
+MODULAR_CLASS: Final = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
+EXTENSIBLE_CLASS: Final = (
+    "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+)
+EXTENSIBLE: Final = EXTENSIBLE_CLASS.rsplit(".", 1)[1]
 KBIT_TO_BYTES: Final = 1000 / 8  # Pulsar reports bandwidth in kbit/s
 RESOURCES: Final = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
 RATES: Final = ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut")
