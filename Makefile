@@ -39,8 +39,11 @@ run: export FULCRUM_DEMO = 1
 run: export FULCRUM_PULSAR_URL = http://127.0.0.1:$(PULSAR_PORT)
 run: export FULCRUM_PULSAR_OBSERVE_S = 5
 run: export FULCRUM_PULSAR_TAKE_CONTROL_AT_START = 1
+# Prometheus' multiprocess mode: every process writes its metrics here; /metrics gathers them.
+run: export PROMETHEUS_MULTIPROC_DIR = $(CURDIR)/var/prometheus
 run: setup
 	mkdir -p var
+	rm -rf var/prometheus && mkdir -p var/prometheus
 	test -s var/demo-pulsar-token || (umask 077 && $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(24))" > var/demo-pulsar-token)
 	$(BIN)/python manage.py migrate --noinput -v0
 	$(BIN)/python manage.py seed_demo

@@ -270,6 +270,8 @@ FULCRUM_HISTORY_FLUSH_S = float(os.environ.get("FULCRUM_HISTORY_FLUSH_S", "60"))
 FULCRUM_PULSAR_URL = os.environ.get("FULCRUM_PULSAR_URL", "")
 FULCRUM_PULSAR_NAME = os.environ.get("FULCRUM_PULSAR_NAME", "pulsar")
 FULCRUM_PULSAR_TLS_CA = os.environ.get("FULCRUM_PULSAR_TLS_CA", "")
+# Prometheus' scrape of /metrics: when set, only with "Authorization: Bearer <token>".
+FULCRUM_METRICS_TOKEN = os.environ.get("FULCRUM_METRICS_TOKEN", "")
 # The demo only: take control of the cluster from the environment once, at its first observation
 # (audited as the balancer's), as an admin would on the Pulsar page.
 FULCRUM_PULSAR_TAKE_CONTROL_AT_START = os.environ.get("FULCRUM_PULSAR_TAKE_CONTROL_AT_START") == "1"

@@ -23,6 +23,7 @@ urlpatterns = [
     path("pulsar/", views.pulsar, name="pulsar"),
     path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
     path("favicon.ico", views.favicon, name="favicon"),
+    path("metrics", views.prometheus_metrics, name="metrics"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("console.api.urls")),

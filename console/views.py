@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hmac
 import json
 from collections.abc import Iterator
 from datetime import UTC
@@ -19,7 +20,7 @@ from django.views.decorators.http import require_GET
 from plotly.offline import get_plotlyjs
 
 from balancer.registry import ENTRIES
-from console import selectors
+from console import metrics, selectors
 from console.access import is_operator, may_act
 from console.models import AuditEvent, Broker, Bundle, Decision, Namespace, ReportRun
 from console.services.config import config_values
@@ -312,3 +313,21 @@ def pulsar(request: HttpRequest) -> HttpResponse:
             "is_admin": request.user.is_superuser,
         },
     )
+
+
+def prometheus_metrics(request: HttpRequest) -> HttpResponse:
+    """``/metrics`` for Prometheus (``console.metrics``): every process's metrics. With
+    ``FULCRUM_METRICS_TOKEN`` set, only for ``Authorization: Bearer <token>`` (401 otherwise)."""
+    token = settings.FULCRUM_METRICS_TOKEN
+    if token:
+        given = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            response = HttpResponse(
+                "metrics need Authorization: Bearer <FULCRUM_METRICS_TOKEN>\n",
+                status=401,
+                content_type="text/plain; charset=utf-8",
+            )
+            response["WWW-Authenticate"] = 'Bearer realm="fulcrum-metrics"'
+            return response
+    body, content_type = metrics.exposition()
+    return HttpResponse(body, content_type=content_type)

@@ -22,7 +22,7 @@ import pyspark
 from django.conf import settings
 from django.utils import timezone
 
-from console import realtime
+from console import metrics, realtime
 from console.models import ReportRun
 
 JOBS: Final = {
@@ -265,4 +265,7 @@ def _finish(run: ReportRun, status: str, reason: str, log_tail: str) -> ReportRu
         ]
     )
     _publish(run)
+    if status == ReportRun.Status.SUCCEEDED and run.started_at is not None:
+        elapsed = (run.finished_at - run.started_at).total_seconds()
+        metrics.HISTORY_REPORT_DURATION.labels(kind=run.kind).observe(elapsed)
     return run

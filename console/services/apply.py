@@ -19,7 +19,7 @@ from django.db import transaction
 from balancer import bundles as bundle_ops
 from balancer.cycle import Action, ActionKind, CyclePlan
 from balancer.errors import BalancerError
-from console import loadstore, realtime
+from console import loadstore, metrics, realtime
 from console.models import (
     AuditEvent,
     Broker,
@@ -176,6 +176,7 @@ def plan_apply(
             for event in events:
                 event.reason = f"Operator's reason: {note}. {event.reason}"
         AuditEvent.objects.bulk_create(events)
+        _moves_count(events, actor)
         if stale:
             decision.details = {**decision.details, "stale": stale}
             decision.save(update_fields=["details"])
@@ -183,6 +184,13 @@ def plan_apply(
             realtime.publish(realtime.BUNDLE_MOVED, event.summary())
         _publish(decision)
     return decision
+
+
+def _moves_count(events: Iterable[AuditEvent], actor: User | None) -> None:
+    """``fulcrum_moves_total``: the unloads and splits of a plan, by who made it."""
+    moved = sum(e.action in (AuditEvent.Action.UNLOAD, AuditEvent.Action.SPLIT) for e in events)
+    if moved:
+        metrics.MOVES.labels(actor="operator" if actor else "balancer").inc(moved)
 
 
 def _decision(plan: CyclePlan, now: datetime, kind: str) -> Decision:
@@ -540,6 +548,7 @@ def _apply_through_pulsar(
             pk__in=[rows[m.bundle].pk for m, _ in moves if m.kind == PulsarMove.Kind.UNLOAD]
         ).update(last_unloaded_at=now)
         executor.moves_queue(connection, moves)
+        _moves_count([event for _, event in moves], actor)
         AuditEvent.objects.bulk_create(events)
         for event in events:
             realtime.publish(realtime.BUNDLE_MOVED, event.summary())

@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 
 from balancer import bundles as bundle_ops
 from balancer.errors import BalancerError
-from console import realtime
+from console import metrics, realtime
 from console.access import actor_check
 from console.models import AuditEvent, PulsarConnection, PulsarMove
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
@@ -92,6 +92,7 @@ def _finish(
     )
     if not ended:
         return False
+    metrics.PULSAR_MOVES.labels(outcome=outcome).inc()
     move.state, move.outcome, move.outcome_reason, move.finished_at = (
         PulsarMove.State.DONE,
         outcome,

@@ -25,7 +25,7 @@ from balancer.bundles import Bundle, BundleRange, namespace_of_topic, parse_bund
 from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
 from balancer.load import LONG_TERM_SAMPLES, SHORT_TERM_SAMPLES, time_average_columns
-from console import loadstore, realtime, selectors
+from console import loadstore, metrics, realtime, selectors
 from console.models import Broker, LoadReport
 from console.services.errors import ConsoleError
 
@@ -166,6 +166,17 @@ def load_report_ingest(raw: bytes, *, as_broker: str | None) -> loadstore.Broker
 
 
 async def load_report_ingest_async(raw: bytes, *, as_broker: str | None) -> loadstore.BrokerEntry:
+    """``_ingest``, counted in ``fulcrum_load_reports_total`` (accepted or refused)."""
+    try:
+        entry = await _ingest(raw, as_broker=as_broker)
+    except ConsoleError:
+        metrics.LOAD_REPORTS.labels(result="refused").inc()
+        raise
+    metrics.LOAD_REPORTS.labels(result="accepted").inc()
+    return entry
+
+
+async def _ingest(raw: bytes, *, as_broker: str | None) -> loadstore.BrokerEntry:
     """Check one load report and make it the broker's newest, folding its bundle stats into the
     short- and long-term averages (Pulsar's TimeAverageMessageData).
 

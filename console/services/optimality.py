@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from balancer.load_model import LoadModel
 from balancer.optimum import heuristic
-from console import loadstore, selectors
+from console import loadstore, metrics, selectors
 
 
 def optimality_measure(*, now: datetime | None = None) -> dict[str, Any] | None:
@@ -35,13 +35,15 @@ def optimality_measure(*, now: datetime | None = None) -> dict[str, Any] | None:
     best = heuristic(model.bundle_load, model.background, model.weighted_limits())
     optimum = best.max_over_mean
     now_ratio = float(current.max()) / mean if mean > 0 else 0.0
+    ratio = now_ratio / optimum if optimum > 0 else 1.0
     out = {
         "at": now.astimezone(UTC).isoformat(),
         "maxOverMean": now_ratio,
         "optimumMaxOverMean": optimum,
-        "ratio": now_ratio / optimum if optimum > 0 else 1.0,
+        "ratio": ratio,
         "brokers": len(serving),
         "bundles": len(model.rows),
     }
     loadstore.gauge_put("optimality", out)
+    metrics.OPTIMALITY.set(ratio)
     return out

@@ -23,7 +23,7 @@ from balancer.errors import BalancerError
 from balancer.load import ResourceWeights
 from balancer.snapshot import ClusterSnapshot
 from balancer.wire import snapshot_document
-from console import loadstore, realtime, selectors
+from console import loadstore, metrics, realtime, selectors
 from console.models import AuditEvent, ClusterSample, Decision, TickLock
 from console.services.apply import plan_apply
 
@@ -86,6 +86,53 @@ def replay_record(snapshot: ClusterSnapshot, now: datetime) -> bool:
     document = snapshot_document(snapshot, topics=False)
     loadstore.replay_sample_add(at, document, settings.FULCRUM_REPLAY_WINDOW_S)
     return True
+
+
+def _metrics_record(
+    snapshot: ClusterSnapshot,
+    plan: CyclePlan,
+    weights: ResourceWeights,
+    now: datetime,
+    duration_s: float,
+) -> None:
+    """The tick's Prometheus figures (``console.metrics``): never stops the loop."""
+    try:
+        usage = snapshot.weighted_usage(weights)
+        brokers = {
+            name: {
+                "cpu": b.cpu.percent() / 100,
+                "memory": b.memory.percent() / 100,
+                "direct_memory": b.direct_memory.percent() / 100,
+                "bandwidth_in": b.bandwidth_in.percent() / 100,
+                "bandwidth_out": b.bandwidth_out.percent() / 100,
+                "weighted": usage.get(name, 0.0),
+            }
+            for name, b in snapshot.brokers.items()
+        }
+        ages = {
+            name: max(0.0, now.timestamp() - b.reported_at)
+            for name, b in snapshot.brokers.items()
+            if b.reported_at
+        }
+        served = [plan.before.brokers[n] for n in plan.before.brokers]
+        mean = sum(served) / len(served) if served else 0.0
+        metrics.cycle_record(
+            duration_s,
+            plan.before.cv,
+            max(served) / mean if mean > 0 else 0.0,
+            brokers,
+            ages,
+            (
+                (
+                    str(a.kind),
+                    "vetoed" if a.veto is not None and not a.forced else "planned",
+                    str(a.reason),
+                )
+                for a in plan.actions
+            ),
+        )
+    except Exception:
+        log.exception("could not record the tick's metrics")
 
 
 def shedding_tick_run(
@@ -161,6 +208,7 @@ def shedding_tick_run(
             decision = plan_apply(
                 plan, now=now, actor=None, kind=Decision.Kind.SHED, refuse_stale=False
             )
+            _metrics_record(snapshot, plan, cycle.pulsar.weights, now, time.monotonic() - started)
             if "notSent" not in decision.details:
                 # A plan recorded but not sent to Pulsar leaves the strategies' memory (hit
                 # counts, budgets) as it was: nothing happened.
