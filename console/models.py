@@ -313,6 +313,10 @@ class AuditEvent(models.Model):
     decision = models.ForeignKey(Decision, null=True, blank=True, on_delete=models.SET_NULL)
     load_before = models.JSONField(default=dict)  # broker -> usage fraction, and "cv"
     load_after = models.JSONField(null=True, blank=True)  # filled from the first tick after
+    # An operator's undo: the unload this one reverses (the bundle back to the broker it left).
+    reverses = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reversed_by"
+    )
 
     class Meta:
         ordering = ["-at", "-id"]
@@ -333,6 +337,7 @@ class AuditEvent(models.Model):
             "source": self.source,
             "destination": self.destination,
             "reason": self.reason,
+            "reverses": self.reverses_id,
         }
 
 

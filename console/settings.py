@@ -270,6 +270,9 @@ FULCRUM_HISTORY_FLUSH_S = float(os.environ.get("FULCRUM_HISTORY_FLUSH_S", "60"))
 FULCRUM_PULSAR_URL = os.environ.get("FULCRUM_PULSAR_URL", "")
 FULCRUM_PULSAR_NAME = os.environ.get("FULCRUM_PULSAR_NAME", "pulsar")
 FULCRUM_PULSAR_TLS_CA = os.environ.get("FULCRUM_PULSAR_TLS_CA", "")
+# How old a completed unload may be and still be undone by an operator (back to the broker it
+# left, through the same vetoes), seconds.
+FULCRUM_UNDO_WINDOW_S = float(os.environ.get("FULCRUM_UNDO_WINDOW_S", "3600"))
 # Prometheus' scrape of /metrics: when set, only with "Authorization: Bearer <token>".
 FULCRUM_METRICS_TOKEN = os.environ.get("FULCRUM_METRICS_TOKEN", "")
 # The demo only: take control of the cluster from the environment once, at its first observation

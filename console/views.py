@@ -6,7 +6,7 @@ import csv
 import hmac
 import json
 from collections.abc import Iterator
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -15,6 +15,7 @@ from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET
 from plotly.offline import get_plotlyjs
@@ -217,7 +218,21 @@ def audit(request: HttpRequest) -> HttpResponse:
     flips: dict[int, list[str]] = {}
     for f in selectors.flip_flops(since=min(times), until=max(times)) if times else ():
         flips.setdefault(f["id"], []).append(f"{f['broker']}: {f['pattern']} within the hour")
-    rows_shown = [(event, flips.get(event.pk, [])) for event in page]
+    # Undo: which rows of the page were undone (by which row), and which can still be.
+    undone = dict(
+        AuditEvent.objects.filter(reverses__in=[e.pk for e in page]).values_list("reverses", "pk")
+    )
+    since = timezone.now() - timedelta(seconds=settings.FULCRUM_UNDO_WINDOW_S)
+    undoable = {
+        e.pk
+        for e in page
+        if e.action == AuditEvent.Action.UNLOAD
+        and e.source
+        and e.destination
+        and e.at >= since
+        and e.pk not in undone
+    }
+    rows_shown = [(event, flips.get(event.pk, []), undone.get(event.pk)) for event in page]
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -235,6 +250,8 @@ def audit(request: HttpRequest) -> HttpResponse:
             "query": query.urlencode(),
             "bounced": bounced,
             "rows": rows_shown,
+            "undoable": undoable if is_operator(request.user) else set(),
+            "is_operator": is_operator(request.user),
         },
     )
 

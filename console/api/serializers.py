@@ -86,6 +86,7 @@ class AuditEventOutput(serializers.ModelSerializer):
             "reason",
             "load_before",
             "load_after",
+            "reverses",
         ]
 
 

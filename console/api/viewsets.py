@@ -40,6 +40,7 @@ from console.services import (
     bundle_lookup,
     bundle_split,
     bundle_unload,
+    bundle_unload_undo,
     load_report_ingest,
     shedding_pause_set,
 )
@@ -258,6 +259,12 @@ class OperatorActionInput(serializers.Serializer):
     )
 
 
+class UndoInput(OperatorActionInput):
+    force = serializers.BooleanField(
+        required=False, default=False, help_text="override a veto (cool-down, grace period...)"
+    )
+
+
 class UnloadInput(OperatorActionInput):
     expected_owner = serializers.CharField(required=False, allow_blank=True, max_length=200)
     destination = serializers.CharField(required=False, allow_blank=True, max_length=200)
@@ -454,6 +461,29 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
         return selectors.audit_events(self.request.query_params)
+
+    @extend_schema(request=UndoInput, responses=dict)
+    @action(detail=True, methods=["post"], permission_classes=[IsOperator])
+    def undo(self, request: Request, pk: str) -> Response:
+        """Undo a completed unload: the bundle back to the broker it left, through the same
+        vetoes (``force`` overrides one) and preview; audited, linked to the move it reverses.
+        409 with the reason when it cannot be undone."""
+        params = UndoInput(data=request.data)
+        params.is_valid(raise_exception=True)
+        try:
+            audit_id = int(pk)
+        except ValueError:
+            raise ConsoleError(f"not an audit row id: {pk!r}", status=404, field="audit") from None
+        data = params.validated_data
+        return Response(
+            bundle_unload_undo(
+                audit_id,
+                actor=acting_user(request),
+                note=data.get("reason", ""),
+                force=data.get("force", False),
+                preview=data["preview"],
+            )
+        )
 
 
 class ReportRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):

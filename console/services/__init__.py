@@ -1,7 +1,12 @@
 """Writes: every change to the store goes through a service, atomically and audited."""
 
 from console.services.brokers import broker_state_preview, broker_state_set
-from console.services.bundles import bundle_lookup, bundle_split, bundle_unload
+from console.services.bundles import (
+    bundle_lookup,
+    bundle_split,
+    bundle_unload,
+    bundle_unload_undo,
+)
 from console.services.config import shedding_pause_set
 from console.services.errors import ConsoleError
 from console.services.ingest import load_report_ingest
@@ -14,6 +19,7 @@ __all__ = [
     "bundle_lookup",
     "bundle_split",
     "bundle_unload",
+    "bundle_unload_undo",
     "load_report_ingest",
     "shedding_pause_set",
     "shedding_tick_run",

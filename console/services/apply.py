@@ -82,6 +82,7 @@ def plan_apply(
     kind: str,
     refuse_stale: bool,
     note: str = "",
+    reverses: AuditEvent | None = None,
 ) -> Decision:
     """Apply ``plan`` in one transaction and record it.
 
@@ -94,6 +95,7 @@ def plan_apply(
             plan expected refuses the whole plan with 409; False (the tick): that action and the
             placement that follows it are skipped and listed in the decision as stale.
         note: the operator's own reason, recorded first in every audit row of the plan.
+        reverses: the unload an operator's undo reverses, linked from the plan's unload.
 
     Raises:
         ConsoleError: 409 for a stale plan when ``refuse_stale``; 409 for an operator's plan
@@ -112,6 +114,7 @@ def plan_apply(
             kind=kind,
             refuse_stale=refuse_stale,
             note=note,
+            reverses=reverses,
         )
     with transaction.atomic():
         planned = plan.planned()
@@ -175,6 +178,9 @@ def plan_apply(
         if note:
             for event in events:
                 event.reason = f"Operator's reason: {note}. {event.reason}"
+        for event in events:
+            if event.action == AuditEvent.Action.UNLOAD:
+                event.reverses = reverses
         AuditEvent.objects.bulk_create(events)
         _moves_count(events, actor)
         if stale:
@@ -436,6 +442,7 @@ def _apply_through_pulsar(
     kind: str,
     refuse_stale: bool,
     note: str,
+    reverses: AuditEvent | None = None,
 ) -> Decision:
     """In control of a Pulsar cluster: each move becomes a ``PulsarMove`` the executor sends
     (an unload with the destination its placement planned, a split), audited now and verified
@@ -535,6 +542,8 @@ def _apply_through_pulsar(
         for unload in unloads.values():
             moves.append(_unload_move(plan, decision, now, actor, unload, None))
         for move, event in moves:
+            if move.kind == PulsarMove.Kind.UNLOAD:
+                event.reverses = reverses
             event.reason += (
                 f"; sent to Pulsar by the executor ({_sent_as(move)}) and verified by observing"
             )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -26,7 +27,7 @@ from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
 from console import selectors
 from console.access import actor_check
-from console.models import Bundle, Decision, Namespace
+from console.models import AuditEvent, Broker, Bundle, Decision, Namespace
 from console.services.apply import bundle_rows, plan_apply
 from console.services.errors import ConsoleError
 
@@ -142,6 +143,7 @@ def bundle_unload(
     note: str = "",
     preview: bool = False,
     now: datetime | None = None,
+    reverses: AuditEvent | None = None,
 ) -> dict[str, Any]:
     """An operator unloads a bundle: it leaves its owner and is placed at once, on
     ``destination`` or where the configured placement chooses (never back on its owner).
@@ -188,7 +190,13 @@ def bundle_unload(
     unload = plan.planned(ActionKind.UNLOAD)[0]
     _check_expected(row, expected_owner, unload.source or "")
     decision = plan_apply(
-        plan, now=now, actor=actor, kind=Decision.Kind.OPERATOR, refuse_stale=True, note=note
+        plan,
+        now=now,
+        actor=actor,
+        kind=Decision.Kind.OPERATOR,
+        refuse_stale=True,
+        note=note,
+        reverses=reverses,
     )
     place = next(iter(plan.planned(ActionKind.PLACE)), None)
     event = decision.auditevent_set.order_by("id").first()
@@ -263,3 +271,92 @@ def bundle_split(
         "children": list(split.children),
         "explanation": split.explanation,
     }
+
+
+def bundle_unload_undo(
+    audit_id: int,
+    *,
+    actor: User | None,
+    note: str = "",
+    force: bool = False,
+    preview: bool = False,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Undo a completed unload: the bundle goes back to the broker it left, as a new operator's
+    unload (``bundle_unload``: the same vetoes — cool-down, grace period, budget, filters —,
+    ``force`` and the preview) whose audit row links to the one it reverses.
+
+    Raises:
+        ConsoleError: 404 an unknown audit row; 400 a row that is not an unload to a broker;
+            409 the move is older than ``FULCRUM_UNDO_WINDOW_S``, was undone already, the
+            bundle no longer exists or has moved on since, the broker it left is gone,
+            draining or drained, or what ``bundle_unload`` refuses.
+    """
+    actor_check(actor)
+    now = now or timezone.now()
+    try:
+        event = AuditEvent.objects.get(pk=audit_id)
+    except AuditEvent.DoesNotExist:
+        raise ConsoleError(f"unknown audit row {audit_id}", status=404, field="audit") from None
+    if event.action != AuditEvent.Action.UNLOAD or not event.source or not event.destination:
+        raise ConsoleError(
+            f"audit row {audit_id} is a {event.action}, not an unload that moved a bundle from "
+            "one broker to another: nothing to undo",
+            field="audit",
+        )
+    window = settings.FULCRUM_UNDO_WINDOW_S
+    age = (now - event.at).total_seconds()
+    if age > window:
+        raise ConsoleError(
+            f"the move is {_duration(age)} old, past the undo window of {_duration(window)} "
+            "(FULCRUM_UNDO_WINDOW_S): unload the bundle by hand if it must go back",
+            status=409,
+            field="audit",
+        )
+    undone = event.reversed_by.order_by("id").first()
+    if undone is not None:
+        raise ConsoleError(
+            f"the move was undone already (audit row {undone.pk})", status=409, field="audit"
+        )
+    row = _bundle(event.target)  # 404 when it no longer exists (split or merged since)
+    owner = row.owner.name if row.owner else None
+    if owner != event.destination:
+        raise ConsoleError(
+            f"{row.name} has moved on since: it is on {owner or 'no broker'}, not "
+            f"{event.destination}; only its latest move can be undone",
+            status=409,
+            field="audit",
+        )
+    source = Broker.objects.filter(name=event.source).first()
+    if source is None:
+        raise ConsoleError(
+            f"the broker it left, {event.source}, is gone", status=409, field="audit"
+        )
+    if source.state != Broker.State.ACTIVE:
+        raise ConsoleError(
+            f"the broker it left, {event.source}, is {source.state}: it takes no bundle",
+            status=409,
+            field="audit",
+        )
+    said = f"undo of audit row {event.pk} (its move {event.source} -> {event.destination})"
+    return bundle_unload(
+        row.name,
+        actor=actor,
+        expected_owner=owner,
+        destination=event.source,
+        force=force,
+        note=f"{said}: {note}" if note else said,
+        preview=preview,
+        now=now,
+        reverses=event,
+    ) | {"reverses": event.pk}
+
+
+def _duration(seconds: float) -> str:
+    """``5400`` -> ``1 h 30 min``; under an hour in min, under a minute in s."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min" if minutes % 60 else f"{minutes // 60} h"
