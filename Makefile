@@ -6,6 +6,7 @@ REDIS_PORT  ?= 6390
 TEST_REDIS_PORT ?= 6391
 TEST_PG_PORT ?= 6392
 WEB_PORT    ?= 8000
+WEB_WORKERS ?= 1
 PULSAR_PORT ?= 18080
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages Fulcrum needs, each only when missing (Spark 4 needs Java 17 or newer).
@@ -48,7 +49,8 @@ run: setup
 	$(BIN)/python manage.py migrate --noinput -v0
 	$(BIN)/python manage.py seed_demo
 	@echo "Fulcrum: http://127.0.0.1:$(WEB_PORT)/  (Ctrl-C stops everything)"
-	PATH="$(CURDIR)/$(BIN):$$PATH" WEB_PORT=$(WEB_PORT) REDIS_PORT=$(REDIS_PORT) PULSAR_PORT=$(PULSAR_PORT) \
+	PATH="$(CURDIR)/$(BIN):$$PATH" WEB_PORT=$(WEB_PORT) WEB_WORKERS=$(WEB_WORKERS) \
+	  REDIS_PORT=$(REDIS_PORT) PULSAR_PORT=$(PULSAR_PORT) \
 	  FULCRUM_PULSAR_TOKEN="$$(cat var/demo-pulsar-token)" \
 	  REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/0 $(BIN)/honcho start
 

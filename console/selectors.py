@@ -1247,3 +1247,10 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
         ended = list(attached.moves.filter(state=PulsarMove.State.DONE).order_by("-id")[:moves])
         rows = [m.summary() for m in flying + ended]
     return {"connections": out, "moves": rows}
+
+
+def report_runs_running() -> bool:
+    """A Spark run over the history is running now."""
+    from console.models import ReportRun
+
+    return ReportRun.objects.filter(status=ReportRun.Status.RUNNING).exists()

@@ -49,7 +49,9 @@ CSRF_TRUSTED_ORIGINS = [
 ]
 
 INSTALLED_APPS = [
-    "daphne",
+    # Not "daphne": its app only swaps `manage.py runserver` for an ASGI one and costs every
+    # process about 30 MB (Twisted); Fulcrum serves with uvicorn, and Channels' live-server
+    # tests start daphne themselves.
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

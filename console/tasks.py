@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
 from celery import shared_task
+from django.utils import timezone
 
 from console.reports.submit import report_run_execute
+from console.selectors import report_runs_running
 from console.services import shedding_tick_run
 from console.services.history import history_compact as history_compact_service
 from console.services.history import history_flush as history_flush_service
@@ -13,6 +22,9 @@ from console.services.ingest import load_reports_fold as load_reports_fold_servi
 from console.services.optimality import optimality_measure as optimality_measure_service
 from console.services.pulsar import pulsar_sync_run
 from console.services.reports import report_runs_reap as report_runs_reap_service
+from console.services.shedding import COMPACT_LOCK, lease_claim, lease_release
+
+T = TypeVar("T")
 
 
 @shared_task(ignore_result=True)
@@ -22,26 +34,49 @@ def shedding_tick() -> int | None:
     return decision.pk if decision else None
 
 
-@shared_task(ignore_result=True)
-def load_reports_fold() -> int:
-    """Fold the live store's new load reports into LoadReport rows (the time series)."""
-    return load_reports_fold_service()
+def _alone(name: str, ttl_s: float, call: Callable[[], T]) -> T | None:
+    """``call`` under the lease ``name`` (``ttl_s``), so that one runs at a time whatever the
+    worker's pool and count; None (skipped) when another holds it."""
+    token = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
+    if not lease_claim(name, token, timezone.now(), ttl_s):
+        return None
+    try:
+        return call()
+    finally:
+        lease_release(name, token, timezone.now())
 
 
 @shared_task(ignore_result=True)
-def history_flush() -> int:
+def load_reports_fold() -> int | None:
+    """Fold the live store's new load reports into LoadReport rows (the time series); one fold
+    at a time (a stream read twice would be folded twice)."""
+    return _alone("load-reports-fold", 120.0, load_reports_fold_service)
+
+
+@shared_task(ignore_result=True)
+def history_flush() -> int | None:
     """Copy new load reports, snapshots and actions to the Parquet history, then prune old
-    exported load reports from the database."""
-    written = history_flush_service()
-    load_reports_prune()
-    return written
+    exported load reports from the database; one flush at a time (rows never written twice)."""
+
+    def flush() -> int:
+        written = history_flush_service()
+        load_reports_prune()
+        return written
+
+    return _alone("history-flush", 900.0, flush)
 
 
 @shared_task(ignore_result=True)
-def history_compact() -> dict[str, int]:
-    """Merge the history's small Parquet files, drop partitions past the retention (on the
-    reports queue, between Spark runs)."""
-    return history_compact_service()
+def history_compact() -> dict[str, int] | None:
+    """Merge the history's small Parquet files, drop partitions past the retention; never while
+    a Spark run reads the history (``COMPACT_LOCK``: a run waits for it, it skips a run)."""
+
+    def compact() -> dict[str, int] | None:
+        if report_runs_running():
+            return None
+        return history_compact_service()
+
+    return _alone(COMPACT_LOCK, 1800.0, compact)
 
 
 @shared_task(ignore_result=True)

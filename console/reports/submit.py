@@ -3,6 +3,7 @@ cancel on the operator's word, the reason of a failure, the results left as file
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import queue
@@ -18,18 +19,20 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Final
 
-import pyspark
 from django.conf import settings
 from django.utils import timezone
 
 from console import metrics, realtime
 from console.models import ReportRun
+from console.services.shedding import COMPACT_LOCK, lease_held
 
 JOBS: Final = {
     ReportRun.Kind.REPORT: Path(__file__).with_name("jobs.py"),
     ReportRun.Kind.ADVISOR: Path(__file__).with_name("advisor.py"),
 }
 # spark-submit may run this long (s) before it is stopped and the run failed.
+# How long a run waits for a compaction of the history under way to finish (seconds).
+COMPACT_WAIT_S = 600
 TIMEOUT_S: Final = 1800.0
 PROGRESS: Final = re.compile(r"^FULCRUM-PROGRESS (\d+)/(\d+) (.*)$")
 # The lines that say why a job failed, last one wins: ours ("Error: ..."), a Python or a JVM
@@ -62,7 +65,7 @@ def spark_submit_command(
     balancer package for the executors, then the job's own arguments."""
     submit = settings.SPARK_SUBMIT
     if submit == "spark-submit":
-        submit = str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+        submit = str(_pyspark_home() / "bin" / "spark-submit")
     return [
         submit,
         "--master",
@@ -90,9 +93,18 @@ def spark_submit_command(
     ]
 
 
+def _pyspark_home() -> Path:
+    """The installed PySpark's folder (its spark-submit and jars), found without importing it:
+    the console's processes never load PySpark (its import costs about 20 MB each)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("PySpark is not installed")
+    return Path(spec.origin).parent
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))
+    env.setdefault("SPARK_HOME", str(_pyspark_home()))
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -153,6 +165,11 @@ def report_run_execute(run_id: int) -> ReportRun:
     missing = _missing_history(run, history_dir)
     if missing:
         return _finish(run, ReportRun.Status.FAILED, missing, "")
+    # Marked running above, so that compaction will not start; one under way is waited for.
+    waited = 0
+    while lease_held(COMPACT_LOCK, timezone.now()) and waited < COMPACT_WAIT_S:
+        time.sleep(1)
+        waited += 1
     try:
         shutil.rmtree(output_dir, ignore_errors=True)
         output_dir.mkdir(parents=True)

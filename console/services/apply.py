@@ -477,6 +477,7 @@ def _apply_through_pulsar(
         stale: list[dict[str, Any]] = []
         skipped: set[str] = set()
         left: list[str] = []
+        lost: list[str] = []
         unloads: dict[str, Action] = {}
         moves: list[tuple[PulsarMove, AuditEvent]] = []
         events: list[AuditEvent] = []
@@ -486,6 +487,12 @@ def _apply_through_pulsar(
         for action in planned:
             row = rows.get(action.target)
             owner = row.owner.name if row is not None and row.owner else None
+            if action.kind == ActionKind.UNLOAD and action.reason == "BrokerLost":
+                # Pulsar releases a lost broker's bundles itself (its ownership ends with its
+                # session); a broker whose report Fulcrum could not read may be well: no unload.
+                lost.append(action.target)
+                skipped.add(action.target)
+                continue
             if action.kind in (ActionKind.UNLOAD, ActionKind.SPLIT):
                 if row is None or owner is None or owner != action.source:
                     _stale(action, row, refuse_stale, stale, skipped)
@@ -564,6 +571,11 @@ def _apply_through_pulsar(
         extra: dict[str, Any] = {}
         if stale:
             extra["stale"] = stale
+        if lost:
+            extra["lostLeftToPulsar"] = {
+                "bundles": lost,
+                "reason": "a lost broker's bundles are released by Pulsar itself: no unload sent",
+            }
         if left:
             extra["leftToPulsar"] = {
                 "bundles": left,

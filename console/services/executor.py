@@ -139,6 +139,7 @@ def moves_send(
     if connection.mode != PulsarConnection.Mode.CONTROL or connection.is_executor_stopped:
         return 0
     _unstick(connection, now, admin.act_timeout_s)
+    _expire(connection, now)
     busy = connection.moves.filter(
         state__in=[PulsarMove.State.SENDING, PulsarMove.State.VERIFYING]
     ).count()
@@ -203,6 +204,22 @@ def moves_send(
             state=PulsarMove.State.VERIFYING, outcome_reason=note
         )
     return sent
+
+
+def _expire(connection: PulsarConnection, now: datetime) -> None:
+    """Drop every queued move older than ``QUEUED_TTL_S`` at once (not a few per pass): its
+    plan is stale."""
+    limit = now - timedelta(seconds=QUEUED_TTL_S)
+    for move in connection.moves.filter(state=PulsarMove.State.QUEUED, created_at__lt=limit):
+        waited = (now - move.created_at).total_seconds()
+        _finish(
+            move,
+            PulsarMove.Outcome.SKIPPED,
+            f"queued {waited:.0f} s ago, longer than {QUEUED_TTL_S:.0f} s: its plan is stale; "
+            "nothing was sent",
+            now,
+            expected=(PulsarMove.State.QUEUED,),
+        )
 
 
 def _unstick(connection: PulsarConnection, now: datetime, act_timeout_s: float) -> None:

@@ -29,6 +29,8 @@ from console.services.apply import plan_apply
 
 log = logging.getLogger(__name__)
 TICK_LOCK = "shedding-tick"
+# Held while the history's files are rewritten: a Spark run waits for it before it reads them.
+COMPACT_LOCK = "history-compact"
 
 
 def lease_claim(name: str, token: str, now: datetime, ttl_s: float) -> bool:
@@ -50,6 +52,11 @@ def lease_renew(name: str, token: str, now: datetime, ttl_s: float) -> bool:
             locked_until=now + timedelta(seconds=ttl_s)
         )
     )
+
+
+def lease_held(name: str, now: datetime) -> bool:
+    """Someone holds the lease ``name`` now (it has not expired)."""
+    return TickLock.objects.filter(name=name, locked_until__gte=now).exclude(holder="").exists()
 
 
 def lease_release(name: str, token: str, now: datetime) -> None:

@@ -840,3 +840,18 @@ def test_one_pass_at_a_time_and_control_only_of_the_attached_cluster(pulsar, adm
     assert refused.value.status == 409
     assert "is not attached" in refused.value.message
     assert pulsar.overrides == {}
+
+
+def test_a_broker_fulcrum_hears_nothing_from_keeps_its_bundles_pulsar_decides(pulsar, admin_user):
+    """Reports too old (a network problem between Fulcrum and the brokers): the life cycle calls
+    the brokers lost, but Pulsar, which releases a dead broker's bundles itself, gets no unload."""
+    from console.models import Decision, PulsarMove
+    from console.services import shedding_tick_run
+
+    take_control(pulsar, admin_user)
+    decision = shedding_tick_run(now=timezone.now() + timedelta(minutes=10))
+    assert decision is not None
+    assert PulsarMove.objects.count() == 0
+    lost = Decision.objects.get(pk=decision.pk).details["lostLeftToPulsar"]
+    assert len(lost["bundles"]) == 4
+    assert lost["reason"].startswith("a lost broker's bundles are released by Pulsar itself")
