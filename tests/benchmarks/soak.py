@@ -1,0 +1,492 @@
+"""Soak: the demo stack under load for a long time, printed as it goes and checked at the end.
+
+    .venv/bin/python -m tests.benchmarks.soak [--minutes 30] [--rate 500] [--dashboards 50]
+
+Starts, in a throwaway folder, a private Redis and the processes of ``make run`` (uvicorn,
+one Celery worker for every queue, the Django-free beat) on a SQLite database with the demo's
+layout (8 brokers, 101 bundles, owned round-robin). Then, for ``--minutes``: load reports are
+posted at ``--rate`` per second over HTTP (the brokers' push path, each report for exactly the
+bundles its broker owns, as the console says), ``--dashboards`` websockets stay connected, and
+every minute a line gives each process's resident memory (MB), the ticks' mean duration, the
+reports accepted, the dashboards' report → screen latency (p50/p95, including the fold's 5 s
+cadence) and the errors so far. At the end: the memory table (first minute, last, growth), the
+latency percentiles, and the invariants — every namespace's hash space partitioned by its
+bundles, the ownership the API serves equal to the database's, and the audit replayed from the
+start giving the same owners. Exits 1 on any error or violated invariant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import multiprocessing
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tests.support import free_port, redis_server
+
+MB = 1024 * 1024
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and its children (uvicorn's workers), MB; 0 when gone."""
+    total = 0.0
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    for each in [pid, *map(int, children)]:
+        try:
+            status = Path(f"/proc/{each}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) / 1024
+    return total
+
+
+def _seconds(value: Any) -> float:
+    """A report time as the rankings carry it (ISO 8601 or seconds) -> seconds; 0 if none."""
+    from datetime import datetime
+
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return 0.0
+    return 0.0
+
+
+def dashboards(port: int, cookie: str, count: int, seconds: float) -> dict[str, Any]:
+    """``count`` websockets for ``seconds``: each rankings message's latency (receive time
+    minus the newest report it shows), messages received and sockets that dropped."""
+    import websockets
+
+    latencies: list[float] = []
+    dropped = 0
+    received = 0
+
+    async def one(deadline: float) -> None:
+        nonlocal dropped, received
+        import json
+
+        try:
+            async with websockets.connect(
+                f"ws://127.0.0.1:{port}/ws/cluster/",
+                additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"},
+                max_size=None,
+                open_timeout=60,
+            ) as ws:
+                while time.time() < deadline:
+                    try:
+                        message = await asyncio.wait_for(ws.recv(), timeout=5)
+                    except TimeoutError:
+                        continue
+                    received += 1
+                    if '"balancer.load_reported"' not in message[:60]:
+                        continue
+                    rows = json.loads(message)["payload"].get("changed", [])
+                    times = [_seconds(r.get("reportedAt")) for r in rows]
+                    newest = max((t for t in times if t), default=0.0)
+                    if newest > 0:
+                        latencies.append(time.time() - newest)
+        except Exception:
+            dropped += 1
+
+    async def run() -> None:
+        deadline = time.time() + seconds
+        tasks = []
+        for _ in range(count):
+            tasks.append(asyncio.create_task(one(deadline)))
+            await asyncio.sleep(0.02)
+        await asyncio.gather(*tasks)
+
+    asyncio.run(run())
+    return {"latencies": latencies, "dropped": dropped, "received": received}
+
+
+class Generator:
+    """Load reports at ``rate`` per second, spread over the brokers, each for the bundles its
+    broker owns (refreshed from ``/api/ownership/`` every 2 s and after a drift)."""
+
+    def __init__(self, base: str, token: str, rate: float) -> None:
+        self.base, self.token, self.rate = base, token, rate
+        self.accepted = self.drift = 0
+        self.errors: list[str] = []
+        self.owners: dict[str, str | None] = {}
+
+    async def run(self, seconds: float, brokers: list[str]) -> None:
+        """Each broker reports on its own, one report in flight at a time (as a broker does),
+        at ``rate / len(brokers)`` per second."""
+        import httpx
+
+        headers = {"Authorization": f"Broker {self.token}"}
+        limits = httpx.Limits(max_connections=len(brokers) + 2)
+        async with httpx.AsyncClient(base_url=self.base, headers=headers, limits=limits) as http:
+            await self._ownership(http)
+            deadline = time.time() + seconds
+            period = len(brokers) / self.rate
+
+            async def refresh() -> None:
+                while time.time() < deadline:
+                    await asyncio.sleep(2)
+                    await self._ownership(http)
+
+            async def broker_loop(broker: str, offset: float) -> None:
+                await asyncio.sleep(offset)
+                next_at = time.time()
+                while time.time() < deadline:
+                    await self._post(http, broker)
+                    next_at += period
+                    await asyncio.sleep(max(0.0, next_at - time.time()))
+
+            await asyncio.gather(
+                refresh(),
+                *(broker_loop(b, i * period / len(brokers)) for i, b in enumerate(brokers)),
+            )
+
+    async def _ownership(self, http: Any) -> None:
+        try:
+            response = await http.get("/api/ownership/", timeout=30)
+            response.raise_for_status()
+            self.owners = {b["name"]: b["owner"] for b in response.json()["bundles"]}
+        except Exception as exc:
+            self.errors.append(f"ownership: {type(exc).__name__}: {exc}")
+
+    async def _post(self, http: Any, broker: str) -> None:
+        owned = [b for b, o in self.owners.items() if o == broker]
+        index = int(broker.rsplit("-", 1)[-1]) if broker[-1].isdigit() else 1
+        cpu = 15 + 6 * index + random.uniform(-3, 3)
+        stats = {
+            b: {
+                "msgRateIn": 200.0 + (hash(b) % 300),
+                "msgRateOut": 200.0,
+                "msgThroughputIn": 0.2 * MB + (hash(b) % 100) * 1024,
+                "msgThroughputOut": 0.2 * MB,
+                "topics": 4,
+            }
+            for b in owned
+        }
+        body = {
+            "name": broker,
+            "timestamp": time.time(),
+            "cpu": {"usage": cpu, "limit": 100.0},
+            "memory": {"usage": 2048.0, "limit": 8192.0},
+            "bandwidthIn": {"usage": 0.2 * MB * len(owned), "limit": 125_000_000.0},
+            "bandwidthOut": {"usage": 0.2 * MB * len(owned), "limit": 125_000_000.0},
+            "msgRateIn": 300.0 * len(owned),
+            "msgRateOut": 200.0 * len(owned),
+            "msgThroughputIn": 0.2 * MB * len(owned),
+            "msgThroughputOut": 0.2 * MB * len(owned),
+            "bundles": owned,
+            "topics": 4 * len(owned),
+            "bundleStats": stats,
+        }
+        try:
+            response = await http.post("/api/load-reports/", json=body, timeout=30)
+        except Exception as exc:
+            self.errors.append(f"report: {type(exc).__name__}: {exc}")
+            return
+        if response.status_code == 201:
+            self.accepted += 1
+            return
+        text = response.text
+        if response.status_code == 400 and "ownership_drift" in text:
+            self.drift += 1  # a bundle moved since the ownership was read: the next one fits
+            return
+        self.errors.append(f"report: {response.status_code} {text[:200]}")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
+def cycle_seconds(port: int) -> tuple[float, float]:
+    """(count, sum) of fulcrum_cycle_duration_seconds from /metrics."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    count = total = 0.0
+    for family in text_string_to_metric_families(text):
+        if family.name == "fulcrum_cycle_duration_seconds":
+            for sample in family.samples:
+                if sample.name.endswith("_count"):
+                    count += sample.value
+                elif sample.name.endswith("_sum"):
+                    total += sample.value
+    return count, total
+
+
+def invariants(initial: dict[str, str | None], base: str, token: str) -> list[str]:
+    """What must hold at the end: partitioned hash spaces, the API's ownership equal to the
+    database's, and the audit replayed from ``initial`` giving the database's owners."""
+    import httpx
+
+    from balancer.bundles import parse_bundle_name
+    from console.models import AuditEvent, Bundle, Namespace
+
+    violations: list[str] = []
+    for namespace in Namespace.objects.all():
+        bounds = sorted(namespace.bundles.values_list("lower", "upper"))
+        edges = [lo for lo, _ in bounds] + [bounds[-1][1]] if bounds else []
+        if (
+            not bounds
+            or edges[0] != 0
+            or edges[-1] != 0xFFFFFFFF
+            or any(a[1] != b[0] for a, b in itertools.pairwise(bounds))
+        ):
+            violations.append(f"{namespace.name}: bundles do not partition the hash space")
+    owners = {b.name: b.owner.name if b.owner else None for b in Bundle.objects.all()}
+    served = httpx.get(
+        f"{base}/api/ownership/", headers={"Authorization": f"Broker {token}"}, timeout=30
+    ).json()
+    api = {b["name"]: b["owner"] for b in served["bundles"]}
+    if api != owners:
+        wrong = sorted(k for k in set(api) | set(owners) if api.get(k) != owners.get(k))[:5]
+        violations.append(f"the API's ownership differs from the database's: {wrong}")
+    replay = dict(initial)
+    for event in AuditEvent.objects.order_by("at", "id"):
+        if event.action == AuditEvent.Action.UNLOAD or event.action == AuditEvent.Action.PLACE:
+            replay[event.target] = event.destination or None
+        elif event.action == AuditEvent.Action.SPLIT:
+            parent = parse_bundle_name(event.target)
+            replay.pop(event.target, None)
+            for name in owners:
+                child = parse_bundle_name(name)
+                if (
+                    child.namespace == parent.namespace
+                    and parent.range.lower <= child.range.lower < parent.range.upper
+                    and name not in replay
+                ):
+                    replay[name] = None
+    if replay != owners:
+        wrong = sorted(k for k in set(replay) | set(owners) if replay.get(k) != owners.get(k))
+        violations.append(f"the audit replayed gives other owners for {len(wrong)}: {wrong[:5]}")
+    return violations
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--rate", type=float, default=500.0, help="load reports per second")
+    parser.add_argument("--dashboards", type=int, default=50)
+    parser.add_argument("--web-workers", type=int, default=1, help="uvicorn processes")
+    args = parser.parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="fulcrum-soak-"))
+    redis_port, web_port = free_port(), free_port()
+    redis = redis_server(redis_port, workdir)
+    (workdir / "prometheus").mkdir()
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{workdir}/soak.sqlite3",
+        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "FULCRUM_DEMO": "1",
+        "FULCRUM_VAR_DIR": str(workdir),
+        "FULCRUM_PULSAR_URL": "",
+        "PROMETHEUS_MULTIPROC_DIR": str(workdir / "prometheus"),
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "FULCRUM_LOG_LEVEL": "WARNING",
+    }
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.utils.module_loading import import_string
+
+    from balancer.simulator.layout import DEMO
+    from console.models import Broker, Bundle
+    from console.services.seed import cluster_seed
+
+    call_command("migrate", verbosity=0)
+    cluster_seed(DEMO)
+    brokers = list(Broker.objects.order_by("name"))
+    for i, bundle in enumerate(Bundle.objects.order_by("pk")):
+        bundle.owner = brokers[i % len(brokers)]
+        bundle.save(update_fields=["owner"])
+    initial = {b.name: b.owner.name if b.owner else None for b in Bundle.objects.all()}
+    user = User.objects.create_user("viewer", password="unused-pass-1")
+    store = import_string(f"{settings.SESSION_ENGINE}.SessionStore")()
+    store[SESSION_KEY] = str(user.pk)
+    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    store.create()
+    cookie = f"{settings.SESSION_COOKIE_NAME}={store.session_key}"
+    token = settings.FULCRUM_BROKER_TOKEN
+    bin_dir = Path(sys.executable).parent
+    logs = {name: open(workdir / f"{name}.log", "w") for name in ("web", "worker", "beat")}  # noqa: SIM115
+    commands = {
+        "web": [
+            str(bin_dir / "uvicorn"),
+            "console.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(web_port),
+            "--workers",
+            str(args.web_workers),
+            "--no-access-log",
+        ],
+        "worker": [
+            str(bin_dir / "celery"),
+            "-A",
+            "console",
+            "worker",
+            "-Q",
+            "celery,pulsar,reports",
+            "-n",
+            "soak@%h",
+            "--pool=threads",
+            "--concurrency=4",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel=WARNING",
+        ],
+        "beat": [
+            str(bin_dir / "celery"),
+            "-A",
+            "console.beat",
+            "beat",
+            "--loglevel=WARNING",
+            "--schedule",
+            str(workdir / "celerybeat-schedule"),
+        ],
+    }
+    processes = {
+        name: subprocess.Popen(cmd, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
+        for name, cmd in commands.items()
+    }
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    base = f"http://127.0.0.1:{web_port}"
+    failures: list[str] = []
+    try:
+        import socket
+
+        for _ in range(150):
+            try:
+                socket.create_connection(("127.0.0.1", web_port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        seconds = args.minutes * 60
+        print(
+            f"soak: {args.minutes:g} min, {args.rate:g} reports/s over {len(brokers)} brokers, "
+            f"{args.dashboards} dashboards; uvicorn --workers {args.web_workers}; "
+            f"{os.cpu_count()} cores; in {workdir}",
+            flush=True,
+        )
+        watching = pool.submit(dashboards, web_port, cookie, args.dashboards, seconds + 10)
+        generator = Generator(base, token, args.rate)
+        memory: dict[str, list[float]] = {name: [] for name in (*processes, "redis")}
+
+        async def sample() -> None:
+            began = time.time()
+            minute = 0
+            last_count = last_sum = 0.0
+            last_accepted = 0
+            while time.time() - began < seconds:
+                await asyncio.sleep(min(60, seconds - (time.time() - began)) or 0.1)
+                minute += 1
+                for name, proc in processes.items():
+                    memory[name].append(rss_mb(proc.pid))
+                memory["redis"].append(rss_mb(redis.pid))
+                count, total = await asyncio.to_thread(cycle_seconds, web_port)
+                ticks = count - last_count
+                mean_ms = (total - last_sum) / ticks * 1000 if ticks else 0.0
+                last_count, last_sum = count, total
+                rate = (generator.accepted - last_accepted) / 60
+                last_accepted = generator.accepted
+                mem = ", ".join(f"{n} {v[-1]:.0f}" for n, v in memory.items())
+                print(
+                    f"minute {minute}: MB {mem}; ticks {ticks:.0f} (mean {mean_ms:.0f} ms); "
+                    f"reports {rate:.0f}/s accepted (drift {generator.drift}); "
+                    f"errors {len(generator.errors)}",
+                    flush=True,
+                )
+
+        async def both() -> None:
+            await asyncio.gather(generator.run(seconds, [b.name for b in brokers]), sample())
+
+        asyncio.run(both())
+        seen = watching.result(timeout=300)
+        latencies = [v * 1000 for v in seen["latencies"]]
+        for name, proc in processes.items():
+            if proc.poll() is not None:
+                failures.append(f"{name} exited with {proc.returncode}")
+        for name in processes:
+            logs[name].flush()
+            text = (workdir / f"{name}.log").read_text(errors="replace")
+            crashes = text.count("Traceback")
+            if crashes:
+                failures.append(f"{name}: {crashes} traceback(s) in its log")
+        failures += generator.errors[:20]
+        if seen["dropped"]:
+            failures.append(f"{seen['dropped']} dashboard(s) lost their websocket")
+        violations = invariants(initial, base, token)
+        print()
+        print("| process | RSS first minute (MB) | last (MB) | growth |")
+        print("|---|---|---|---|")
+        for name, values in memory.items():
+            if values:
+                first, last = values[0], values[-1]
+                print(f"| {name} | {first:.0f} | {last:.0f} | {(last - first) / first:+.1%} |")
+        total_first = sum(v[0] for v in memory.values() if v)
+        total_last = sum(v[-1] for v in memory.values() if v)
+        print(
+            f"| **total** | **{total_first:.0f}** | **{total_last:.0f}** | "
+            f"{(total_last - total_first) / total_first:+.1%} |"
+        )
+        print()
+        print(
+            f"reports: {generator.accepted} accepted ({generator.accepted / seconds:.0f}/s), "
+            f"{generator.drift} refused for ownership drift (resent later)"
+        )
+        print(
+            f"dashboards: {args.dashboards}, {seen['received']} messages; report → dashboard "
+            f"p50 {percentile(latencies, 0.5):.0f} ms, p95 {percentile(latencies, 0.95):.0f} ms, "
+            f"p99 {percentile(latencies, 0.99):.0f} ms (the fold publishes every 5 s)"
+        )
+        count, total = cycle_seconds(web_port)
+        print(f"ticks: {count:.0f}, mean {total / count * 1000 if count else 0:.0f} ms")
+        print(f"errors: {len(failures)}")
+        for failure in failures[:20]:
+            print(f"  {failure}")
+        print(f"invariants: {len(violations)} violation(s)")
+        for violation in violations:
+            print(f"  {violation}")
+        return 1 if failures or violations else 0
+    finally:
+        pool.shutdown(cancel_futures=True)
+        for proc in processes.values():
+            proc.terminate()
+        for proc in processes.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for handle in logs.values():
+            handle.close()
+        redis.terminate()
+        if os.environ.get("FULCRUM_SOAK_KEEP") != "1":
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""The soak script (tests/benchmarks/soak.py) in its short mode: the stack of ``make run`` for
+one minute under load reports and dashboards, then its invariants. Fails on any error, dropped
+dashboard or violated invariant (the script's exit code)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_the_soak_runs_a_minute_clean():
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.benchmarks.soak",
+            "--minutes",
+            "1",
+            "--rate",
+            "100",
+            "--dashboards",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    assert "minute 1: MB web" in out
+    assert "| **total** |" in out
+    assert "errors: 0" in out
+    assert "invariants: 0 violation(s)" in out
+    accepted = int(out.split("reports: ")[1].split(" accepted")[0])
+    assert accepted > 3000  # about 100 per second for a minute
