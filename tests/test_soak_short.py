@@ -29,6 +29,7 @@ def test_the_soak_runs_a_minute_clean():
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     assert "minute 1: MB web" in out
     assert "| **total** |" in out
+    assert "growth since minute 1" in out
     assert "errors: 0" in out
     assert "invariants: 0 violation(s)" in out
     accepted = int(out.split("reports: ")[1].split(" accepted")[0])
