@@ -41,3 +41,35 @@ def redis_server(port: int, directory: Path) -> subprocess.Popen[bytes]:
             time.sleep(0.05)
     process.terminate()
     raise RuntimeError(f"redis-server did not start on port {port}")
+
+
+def demo_database_with_viewer() -> tuple[list[str], str]:
+    """In a process whose environment names a throwaway database (Django set up here): migrate,
+    seed the demo's layout with every bundle owned round-robin, and log a viewer in. Returns
+    (broker names, the viewer's session cookie ``name=value``) for benchmarks' dashboards."""
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.utils.module_loading import import_string
+
+    from balancer.simulator.layout import DEMO
+    from console.models import Broker, Bundle
+    from console.services.seed import cluster_seed
+
+    call_command("migrate", verbosity=0)
+    cluster_seed(DEMO)
+    brokers = list(Broker.objects.order_by("name"))
+    for i, bundle in enumerate(Bundle.objects.order_by("pk")):
+        bundle.owner = brokers[i % len(brokers)]
+        bundle.save(update_fields=["owner"])
+    user = User.objects.create_user("viewer", password="unused-pass-1")
+    store = import_string(f"{settings.SESSION_ENGINE}.SessionStore")()
+    store[SESSION_KEY] = str(user.pk)
+    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    store.create()
+    return [b.name for b in brokers], f"{settings.SESSION_COOKIE_NAME}={store.session_key}"

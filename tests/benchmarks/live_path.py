@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from tests.support import free_port, redis_server
+from tests.support import demo_database_with_viewer, free_port, redis_server
 
 
 def listen(port: int, cookie: str, count: int, expect: int) -> list:
@@ -80,33 +80,13 @@ def main(argv: list[str] | None = None) -> None:
         "FULCRUM_LOG_LEVEL": "WARNING",
     }
     os.environ.update(env)
-    import django
-
-    django.setup()
+    names, cookie = demo_database_with_viewer()
     from django.conf import settings
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.auth.models import User
-    from django.core.management import call_command
-    from django.utils.module_loading import import_string
 
-    from balancer.simulator.layout import DEMO
     from console.models import Broker, Bundle
     from console.services.ingest import load_reports_fold
-    from console.services.seed import cluster_seed
 
-    call_command("migrate", verbosity=0)
-    cluster_seed(DEMO)
-    brokers = list(Broker.objects.order_by("name"))
-    for i, bundle in enumerate(Bundle.objects.order_by("pk")):
-        bundle.owner = brokers[i % len(brokers)]
-        bundle.save(update_fields=["owner"])
-    user = User.objects.create_user("viewer", password="unused-pass-1")
-    store = import_string(f"{settings.SESSION_ENGINE}.SessionStore")()
-    store[SESSION_KEY] = str(user.pk)
-    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    store.create()
-    cookie = f"{settings.SESSION_COOKIE_NAME}={store.session_key}"
+    brokers = list(Broker.objects.filter(name__in=names).order_by("name"))
     web = subprocess.Popen(
         [
             str(Path(sys.executable).parent / "uvicorn"),

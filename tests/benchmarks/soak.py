@@ -32,7 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.support import free_port, redis_server
+from tests.support import demo_database_with_viewer, free_port, redis_server
 
 MB = 1024 * 1024
 
@@ -304,33 +304,12 @@ def main(argv: list[str] | None = None) -> int:
         "FULCRUM_LOG_LEVEL": "WARNING",
     }
     os.environ.update(env)
-    import django
-
-    django.setup()
+    broker_names, cookie = demo_database_with_viewer()
     from django.conf import settings
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.auth.models import User
-    from django.core.management import call_command
-    from django.utils.module_loading import import_string
 
-    from balancer.simulator.layout import DEMO
-    from console.models import Broker, Bundle
-    from console.services.seed import cluster_seed
+    from console.models import Bundle
 
-    call_command("migrate", verbosity=0)
-    cluster_seed(DEMO)
-    brokers = list(Broker.objects.order_by("name"))
-    for i, bundle in enumerate(Bundle.objects.order_by("pk")):
-        bundle.owner = brokers[i % len(brokers)]
-        bundle.save(update_fields=["owner"])
     initial = {b.name: b.owner.name if b.owner else None for b in Bundle.objects.all()}
-    user = User.objects.create_user("viewer", password="unused-pass-1")
-    store = import_string(f"{settings.SESSION_ENGINE}.SessionStore")()
-    store[SESSION_KEY] = str(user.pk)
-    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    store.create()
-    cookie = f"{settings.SESSION_COOKIE_NAME}={store.session_key}"
     token = settings.FULCRUM_BROKER_TOKEN
     bin_dir = Path(sys.executable).parent
     logs = {name: open(workdir / f"{name}.log", "w") for name in ("web", "worker", "beat")}  # noqa: SIM115
@@ -389,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(0.2)
         seconds = args.minutes * 60
         print(
-            f"soak: {args.minutes:g} min, {args.rate:g} reports/s over {len(brokers)} brokers, "
+            f"soak: {args.minutes:g} min, {args.rate:g} reports/s over {len(broker_names)} "
+            "brokers, "
             f"{args.dashboards} dashboards; uvicorn --workers {args.web_workers}; "
             f"{os.cpu_count()} cores; in {workdir}",
             flush=True,
@@ -424,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
 
         async def both() -> None:
-            await asyncio.gather(generator.run(seconds, [b.name for b in brokers]), sample())
+            await asyncio.gather(generator.run(seconds, broker_names), sample())
 
         asyncio.run(both())
         seen = watching.result(timeout=300)
