@@ -15,6 +15,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_for_port(port: int, attempts: int = 150, pause_s: float = 0.2) -> bool:
+    """Wait until something accepts connections on 127.0.0.1:``port``; whether it did."""
+    for _ in range(attempts):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            time.sleep(pause_s)
+    return False
+
+
 def redis_server(port: int, directory: Path) -> subprocess.Popen[bytes]:
     """A private, non-persistent Redis on ``port``, started and answering."""
     process = subprocess.Popen(

@@ -22,7 +22,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from tests.support import free_port, redis_server
+from tests.support import free_port, redis_server, wait_for_port
 
 
 def report(broker: str, bundles: list[str], at: float | str, rng_seed: int) -> bytes:
@@ -229,12 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     pool = None
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", web_port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.2)
+        wait_for_port(web_port, attempts=100)
         # Each broker its own token, as in production (looked up, then cached for 2 s).
         from console.services.credentials import credential_rotate
 

@@ -21,7 +21,6 @@ import asyncio
 import multiprocessing
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from tests.support import demo_database_with_viewer, free_port, redis_server
+from tests.support import demo_database_with_viewer, free_port, redis_server, wait_for_port
 
 
 def listen(port: int, cookie: str, count: int, expect: int) -> list:
@@ -107,12 +106,7 @@ def main(argv: list[str] | None = None) -> None:
 
     pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", web_port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.2)
+        wait_for_port(web_port, attempts=100)
         session = requests.Session()
         session.headers["Authorization"] = f"Broker {settings.FULCRUM_BROKER_TOKEN}"
         print(

@@ -32,7 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.support import demo_database_with_viewer, free_port, redis_server
+from tests.support import demo_database_with_viewer, free_port, redis_server, wait_for_port
 
 MB = 1024 * 1024
 
@@ -358,14 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     base = f"http://127.0.0.1:{web_port}"
     failures: list[str] = []
     try:
-        import socket
-
-        for _ in range(150):
-            try:
-                socket.create_connection(("127.0.0.1", web_port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.2)
+        wait_for_port(web_port, attempts=150)
         seconds = args.minutes * 60
         print(
             f"soak: {args.minutes:g} min, {args.rate:g} reports/s over {len(broker_names)} "
