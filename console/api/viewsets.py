@@ -37,6 +37,7 @@ from console.selectors import AUDIT_FILTERS
 from console.services import (
     broker_state_preview,
     broker_state_set,
+    bundle_last_move_undo,
     bundle_lookup,
     bundle_split,
     bundle_unload,
@@ -292,6 +293,10 @@ class ByNameSplitInput(SplitInput):
     bundle = serializers.CharField(max_length=400)
 
 
+class ByNameUndoInput(UndoInput):
+    bundle = serializers.CharField(max_length=400)
+
+
 class BundleViewSet(viewsets.ReadOnlyModelViewSet):
     """Bundles with owners and time-averaged load; ``unload`` for operators."""
 
@@ -340,6 +345,27 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
     def split_by_name(self, request: Request) -> Response:
         """``split`` for the bundle named in the body."""
         return _split(request, _named(request))
+
+    @extend_schema(request=ByNameUndoInput, responses=dict)
+    @action(
+        detail=False, methods=["post"], permission_classes=[IsOperator], url_path="by-name/undo"
+    )
+    def undo_by_name(self, request: Request) -> Response:
+        """Undo the latest unload of the bundle named in the body (the audit's undo, for the
+        bundle map's panel); 409 with the reason when there is none or it cannot be undone."""
+        name = _named(request)
+        params = UndoInput(data=request.data)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        return Response(
+            bundle_last_move_undo(
+                name,
+                actor=acting_user(request),
+                note=data.get("reason", ""),
+                force=data.get("force", False),
+                preview=data["preview"],
+            )
+        )
 
 
 def _named(request: Request) -> str:

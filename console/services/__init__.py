@@ -2,6 +2,7 @@
 
 from console.services.brokers import broker_state_preview, broker_state_set
 from console.services.bundles import (
+    bundle_last_move_undo,
     bundle_lookup,
     bundle_split,
     bundle_unload,
@@ -16,6 +17,7 @@ __all__ = [
     "ConsoleError",
     "broker_state_preview",
     "broker_state_set",
+    "bundle_last_move_undo",
     "bundle_lookup",
     "bundle_split",
     "bundle_unload",

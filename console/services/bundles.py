@@ -284,7 +284,9 @@ def bundle_unload_undo(
 ) -> dict[str, Any]:
     """Undo a completed unload: the bundle goes back to the broker it left, as a new operator's
     unload (``bundle_unload``: the same vetoes — cool-down, grace period, budget, filters —,
-    ``force`` and the preview) whose audit row links to the one it reverses.
+    ``force`` and the preview) whose audit row links to the one it reverses. The answer is
+    ``bundle_unload``'s with ``reverses`` (the audit row) and ``undoes`` (its ``source``,
+    ``destination`` and ``at``, ISO 8601 UTC).
 
     Raises:
         ConsoleError: 404 an unknown audit row; 400 a row that is not an unload to a broker;
@@ -349,7 +351,45 @@ def bundle_unload_undo(
         preview=preview,
         now=now,
         reverses=event,
-    ) | {"reverses": event.pk}
+    ) | {
+        "reverses": event.pk,
+        "undoes": {
+            "source": event.source,
+            "destination": event.destination,
+            "at": event.at.isoformat(),
+        },
+    }
+
+
+def bundle_last_move_undo(
+    name: str,
+    *,
+    actor: User | None,
+    note: str = "",
+    force: bool = False,
+    preview: bool = False,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """``bundle_unload_undo`` of the bundle's latest audited unload (the bundle map's panel
+    knows bundles, not audit rows); the answer names the row it undoes (``reverses``).
+
+    Raises:
+        ConsoleError: 404 an unknown bundle; 409 no unload of it in the audit; what
+            ``bundle_unload_undo`` raises for that row.
+    """
+    row = _bundle(name)
+    last = (
+        AuditEvent.objects.filter(action=AuditEvent.Action.UNLOAD, target=row.name)
+        .order_by("-at", "-id")
+        .first()
+    )
+    if last is None:
+        raise ConsoleError(
+            f"{row.name} has no unload in the audit: nothing to undo", status=409, field="bundle"
+        )
+    return bundle_unload_undo(
+        last.pk, actor=actor, note=note, force=force, preview=preview, now=now
+    )
 
 
 def _duration(seconds: float) -> str:

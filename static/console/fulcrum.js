@@ -759,7 +759,7 @@ const Fulcrum = (() => {
         .forEach(([k, v]) => { facts.appendChild(el("dt", {}, k)); facts.appendChild(el("dd", {}, v)); });
       const moved = panel.dataset.shownOwner !== (bundle.owner || "");
       panel.dataset.shownOwner = bundle.owner || "";
-      if (isOperator && (changed || moved)) { hidePlan(); loadDestinations(); }
+      if (isOperator && (changed || moved)) { hidePlan(); loadDestinations(); loadUndo(); }
     }
 
     function wireClicks() {
@@ -817,12 +817,39 @@ const Fulcrum = (() => {
       } catch (err) { /* the preview button says why */ }
     }
 
+    // Undo: the bundle's latest audited unload, back to the broker it left (the audit's undo),
+    // offered when the server's preview accepts it; otherwise its refusal is shown.
+    async function loadUndo() {
+      const form = document.getElementById("undo-form"), said = document.getElementById("undo-last");
+      const button = document.getElementById("undo-preview");
+      const name = selected;
+      form.hidden = true;
+      try {
+        const answer = await post(`/api/bundles/by-name/undo/`, {bundle: name, preview: true});
+        if (name !== selected) return;
+        const was = answer.undoes;
+        said.textContent = `Its last move (audit row #${answer.reverses}, ${utc(was.at)}) took it from ` +
+          `${was.source} to ${was.destination}; undoing it sends it back to ${was.source}` +
+          `${answer.vetoed ? " (vetoed: the preview says why)" : ""}.`;
+        button.disabled = false;
+        form.hidden = false;
+      } catch (err) {
+        if (name !== selected || /no unload in the audit/.test(err.message)) return;
+        said.textContent = `Cannot undo its last move: ${err.message}`;
+        button.disabled = true;
+        form.hidden = false;
+      }
+    }
+
     async function preview(kind) {
       const name = selected, owner = panel.dataset.owner;
       const body = {bundle: name, preview: true};
-      if (owner) body.expected_owner = owner;
+      if (owner && kind !== "undo") body.expected_owner = owner;
       let label;
-      if (kind === "unload") {
+      if (kind === "undo") {
+        body.reason = document.getElementById("undo-reason").value;
+        label = `Undo the last move of ${name}`;
+      } else if (kind === "unload") {
         const destination = document.getElementById("unload-destination").value;
         if (destination) body.destination = destination;
         body.reason = document.getElementById("unload-reason").value;
@@ -881,6 +908,7 @@ const Fulcrum = (() => {
     if (isOperator) {
       document.getElementById("unload-preview").addEventListener("click", () => preview("unload"));
       document.getElementById("split-preview").addEventListener("click", () => preview("split"));
+      document.getElementById("undo-preview").addEventListener("click", () => preview("undo"));
       document.getElementById("unload-destination").addEventListener("change", hidePlan);
       const algorithm = document.getElementById("split-algorithm");
       const positionsLabel = document.getElementById("split-positions-label");
@@ -901,9 +929,8 @@ const Fulcrum = (() => {
           const answer = await post(url, body);
           result.textContent = answer.boundaries
             ? `Split ${answer.bundle} at ${answer.boundaries.join(", ")} into ${answer.children.length} bundles; they are placed by the next lookup or tick.`
-            : `Unloaded ${answer.bundle} from ${answer.source}; now on ${answer.destination || "nobody (placed by the next lookup)"}${answer.forced ? " (override)" : ""}. ${answer.explanation}`;
-          document.getElementById("unload-reason").value = "";
-          document.getElementById("split-reason").value = "";
+            : `${answer.reverses ? `Undid audit row #${answer.reverses}: moved` : "Unloaded"} ${answer.bundle} from ${answer.source}; now on ${answer.destination || "nobody (placed by the next lookup)"}${answer.forced ? " (override)" : ""}. ${answer.explanation}`;
+          ["unload-reason", "split-reason", "undo-reason"].forEach((id) => { document.getElementById(id).value = ""; });
           refreshNow();
         } catch (err) {
           result.className = "result error";

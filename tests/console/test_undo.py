@@ -131,6 +131,37 @@ def test_the_api_undo_previews_and_refuses_by_field(cluster, operator, operator_
     assert listed["reverses"] == audit
 
 
+def test_the_bundle_panel_s_undo_reverses_the_bundle_s_latest_unload(
+    cluster, operator, operator_client
+):
+    from console.models import AuditEvent, Bundle
+
+    bundle, audit = moved(operator)
+    url = "/api/bundles/by-name/undo/"
+    preview = operator_client.post(url, {"bundle": bundle, "preview": True}, format="json")
+    assert preview.status_code == 200
+    assert (preview.json()["reverses"], preview.json()["vetoed"]) == (audit, True)
+    assert preview.json()["undoes"]["source"] == "broker-1"
+    other = Bundle.objects.exclude(namespace__name="acme/orders", lower=0).first().name
+    never = operator_client.post(url, {"bundle": other, "preview": True}, format="json")
+    assert never.status_code == 409
+    assert never.json()["error"] == {
+        "message": f"{other} has no unload in the audit: nothing to undo",
+        "field": "bundle",
+    }
+    nowhere = {"bundle": "acme/orders/0x00000000_0x00000001"}
+    unknown = operator_client.post(url, nowhere, format="json")
+    assert unknown.status_code == 404
+    assert operator_client.post(url, {"force": True}, format="json").status_code == 400
+    done = operator_client.post(url, {"bundle": bundle, "force": True}, format="json")
+    assert done.status_code == 200
+    assert AuditEvent.objects.get(pk=done.json()["audit"]).reverses_id == audit
+    assert Bundle.objects.get(namespace__name="acme/orders", lower=0).owner.name == "broker-1"
+    # The undo is now the bundle's latest unload: undoing it again is undoing the undo.
+    again = operator_client.post(url, {"bundle": bundle, "preview": True}, format="json")
+    assert again.json()["reverses"] == done.json()["audit"]
+
+
 @pytest.mark.browser
 class TestUndoInBrowser(ChannelsLiveServerTestCase):
     serve_static = True
@@ -180,4 +211,42 @@ class TestUndoInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator(f"button.undo[data-audit='{audit}']")).to_have_count(0)
             page.screenshot(path=str(SHOTS / "audit-undone.png"), full_page=True)
             browser.close()
+        assert Bundle.objects.get(namespace__name="acme/orders", lower=0).owner.name == "broker-1"
+
+    def test_undo_from_the_bundle_map_s_panel(self):
+        from playwright.sync_api import expect, sync_playwright
+
+        from console.models import AuditEvent, Bundle
+
+        bundle, audit = moved(self.user)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(f"{self.live_server_url}/login/")
+            page.fill("#id_username", "alice")
+            page.fill("#id_password", "s3cret-pass")
+            page.click("button[type=submit]")
+            page.wait_for_url(f"{self.live_server_url}/")
+            page.goto(f"{self.live_server_url}/bundles/?bundle={bundle}")
+            form = page.locator("#undo-form")
+            expect(form).to_be_visible()
+            expect(form.locator("#undo-last")).to_contain_text(
+                "took it from broker-1 to broker-2; undoing it sends it back to broker-1"
+            )
+            page.fill("#undo-reason", "back where it was")
+            page.click("#undo-preview")
+            expect(page.locator("#plan")).to_be_visible()
+            expect(page.locator("#plan-summary")).to_contain_text("1 vetoed")
+            expect(page.locator("#plan-confirm")).to_be_disabled()
+            page.check("#plan-force")
+            page.screenshot(path=str(SHOTS / "bundle-panel-undo-preview.png"))
+            page.click("#plan-confirm")
+            expect(page.locator("#result")).to_contain_text(
+                f"Undid audit row #{audit}", timeout=10_000
+            )
+            page.screenshot(path=str(SHOTS / "bundle-panel-undone.png"))
+            browser.close()
+        back = AuditEvent.objects.get(reverses_id=audit)
+        assert back.actor == self.user
+        assert "back where it was" in back.reason
         assert Bundle.objects.get(namespace__name="acme/orders", lower=0).owner.name == "broker-1"
