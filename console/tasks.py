@@ -12,6 +12,7 @@ from typing import TypeVar
 from celery import shared_task
 from django.utils import timezone
 
+from console.footprint import heap_trim
 from console.reports.submit import report_run_execute
 from console.selectors import report_runs_running
 from console.services import shedding_tick_run
@@ -59,8 +60,11 @@ def history_flush() -> int | None:
     exported load reports from the database; one flush at a time (rows never written twice)."""
 
     def flush() -> int:
-        written = history_flush_service()
-        load_reports_prune()
+        try:
+            written = history_flush_service()
+            load_reports_prune()
+        finally:
+            heap_trim()
         return written
 
     return _alone("history-flush", 900.0, flush)
@@ -74,7 +78,10 @@ def history_compact() -> dict[str, int] | None:
     def compact() -> dict[str, int] | None:
         if report_runs_running():
             return None
-        return history_compact_service()
+        try:
+            return history_compact_service()
+        finally:
+            heap_trim()
 
     return _alone(COMPACT_LOCK, 1800.0, compact)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 
@@ -84,3 +85,26 @@ def demo_database_with_viewer() -> tuple[list[str], str]:
     store[HASH_SESSION_KEY] = user.get_session_auth_hash()
     store.create()
     return [b.name for b in brokers], f"{settings.SESSION_COOKIE_NAME}={store.session_key}"
+
+
+def procfile_commands(
+    names: Sequence[str], variables: Mapping[str, str], procfile: Path | None = None
+) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """The commands ``make run`` starts for ``names``, read from the Procfile (their one home):
+    name -> (argv, the environment its line sets, e.g. ``MALLOC_ARENA_MAX``), with ``${VAR}``
+    replaced from ``variables`` and ``exec`` dropped."""
+    import re
+    import shlex
+
+    procfile = procfile or Path(__file__).resolve().parent.parent / "Procfile"
+    lines = dict(line.split(":", 1) for line in procfile.read_text().splitlines() if ":" in line)
+    commands = {}
+    for name in names:
+        text = re.sub(r"\$\{(\w+)\}", lambda m: variables[m.group(1)], lines[name].strip())
+        words = shlex.split(text)
+        env = {}
+        while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
+            key, _, value = words.pop(0).partition("=")
+            env[key] = value
+        commands[name] = (words[1:] if words[:1] == ["exec"] else words, env)
+    return commands

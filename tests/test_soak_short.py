@@ -4,6 +4,7 @@ dashboard or violated invariant (the script's exit code)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -24,6 +25,7 @@ def test_the_soak_runs_a_minute_clean():
         capture_output=True,
         text=True,
         timeout=420,
+        env={**os.environ, "FULCRUM_HISTORY_FLUSH_S": "15"},  # a few flushes in the minute
     )
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
@@ -32,5 +34,7 @@ def test_the_soak_runs_a_minute_clean():
     assert "growth since minute 1" in out
     assert "errors: 0" in out
     assert "invariants: 0 violation(s)" in out
+    assert "worker: pandas kept out; history: " in out
+    assert int(out.split("history: ")[1].split(" Parquet")[0]) >= 1
     accepted = int(out.split("reports: ")[1].split(" accepted")[0])
     assert accepted > 3000  # about 100 per second for a minute

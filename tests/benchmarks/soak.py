@@ -32,7 +32,13 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.support import demo_database_with_viewer, free_port, redis_server, wait_for_port
+from tests.support import (
+    demo_database_with_viewer,
+    free_port,
+    procfile_commands,
+    redis_server,
+    wait_for_port,
+)
 
 MB = 1024 * 1024
 
@@ -53,6 +59,33 @@ def rss_mb(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1]) / 1024
     return total
+
+
+def pss_mb(pid: int) -> float:
+    """Proportional set size of ``pid`` and its children, MB: shared pages counted once over
+    the processes sharing them, so the stack's PSS adds up; 0 when gone."""
+    total = 0.0
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    for each in [pid, *map(int, children)]:
+        try:
+            rollup = Path(f"/proc/{each}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        for line in rollup.splitlines():
+            if line.startswith("Pss:"):
+                total += int(line.split()[1]) / 1024
+    return total
+
+
+def loaded(pid: int, package: str) -> bool:
+    """Whether ``package``'s compiled modules are mapped in ``pid`` (it was imported there)."""
+    try:
+        return f"site-packages/{package}/" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
 
 
 def _seconds(value: Any) -> float:
@@ -311,48 +344,20 @@ def main(argv: list[str] | None = None) -> int:
 
     initial = {b.name: b.owner.name if b.owner else None for b in Bundle.objects.all()}
     token = settings.FULCRUM_BROKER_TOKEN
-    bin_dir = Path(sys.executable).parent
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     logs = {name: open(workdir / f"{name}.log", "w") for name in ("web", "worker", "beat")}  # noqa: SIM115
-    commands = {
-        "web": [
-            str(bin_dir / "uvicorn"),
-            "console.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(web_port),
-            "--workers",
-            str(args.web_workers),
-            "--no-access-log",
-        ],
-        "worker": [
-            str(bin_dir / "celery"),
-            "-A",
-            "console",
-            "worker",
-            "-Q",
-            "celery,pulsar,reports",
-            "-n",
-            "soak@%h",
-            "--pool=threads",
-            "--concurrency=4",
-            "--without-gossip",
-            "--without-mingle",
-            "--loglevel=WARNING",
-        ],
-        "beat": [
-            str(bin_dir / "celery"),
-            "-A",
-            "console.beat",
-            "beat",
-            "--loglevel=WARNING",
-            "--schedule",
-            str(workdir / "celerybeat-schedule"),
-        ],
-    }
+    # The processes of make run, from the Procfile itself (Redis is the private one above; no
+    # simulator: the reports come from this script).
+    commands = procfile_commands(
+        ("web", "worker", "beat"),
+        {"WEB_PORT": str(web_port), "WEB_WORKERS": str(args.web_workers)},
+    )
+    (workdir / "var").mkdir()
     processes = {
-        name: subprocess.Popen(cmd, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
-        for name, cmd in commands.items()
+        name: subprocess.Popen(
+            cmd, env=env | own, cwd=workdir, stdout=logs[name], stderr=subprocess.STDOUT
+        )
+        for name, (cmd, own) in commands.items()
     }
     pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
     base = f"http://127.0.0.1:{web_port}"
@@ -370,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         watching = pool.submit(dashboards, web_port, cookie, args.dashboards, seconds + 10)
         generator = Generator(base, token, args.rate)
         memory: dict[str, list[float]] = {name: [] for name in (*processes, "redis")}
+        pss: list[float] = []
 
         async def sample() -> None:
             began = time.time()
@@ -382,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                 for name, proc in processes.items():
                     memory[name].append(rss_mb(proc.pid))
                 memory["redis"].append(rss_mb(redis.pid))
+                pss.append(sum(pss_mb(p.pid) for p in [*processes.values(), redis]))
                 count, total = await asyncio.to_thread(cycle_seconds, web_port)
                 ticks = count - last_count
                 mean_ms = (total - last_sum) / ticks * 1000 if ticks else 0.0
@@ -437,6 +444,16 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"| **total** | **{total[0]:.0f}** | **{total[1]:.0f}** | **{total[2]:.0f}** | "
             f"{(total[2] - total[1]) / total[1]:+.1%} |"
+        )
+        print(
+            f"| total PSS (shared pages once) | {pss[0]:.0f} | {pss[warm]:.0f} | {pss[-1]:.0f} | "
+            f"{(pss[-1] - pss[warm]) / pss[warm]:+.1%} |"
+        )
+        parts = list(Path(settings.FULCRUM_HISTORY_DIR).glob("brokers/date=*/*.parquet"))
+        print(
+            f"worker: pandas "
+            f"{'loaded' if loaded(processes['worker'].pid, 'pandas') else 'kept out'}; "
+            f"history: {len(parts)} Parquet file(s) of load reports"
         )
         print()
         print(
