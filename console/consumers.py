@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from console.realtime import CLUSTER_GROUP
@@ -24,7 +25,15 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_discard(CLUSTER_GROUP, self.channel_name)
 
     async def _forward(self, event: dict[str, Any]) -> None:
-        await self.send_json({"type": event["type"], "payload": event["payload"]})
+        try:
+            await self.send_json({"type": event["type"], "payload": event["payload"]})
+        except (OSError, RuntimeError):
+            # The browser left between a group message and its websocket.disconnect: the server
+            # refuses the send (uvicorn with RuntimeError, OSError as the ASGI spec asks), and
+            # Channels would not call disconnect() after the error (django/channels#1466). Leave
+            # the group now and end quietly.
+            await self.channel_layer.group_discard(CLUSTER_GROUP, self.channel_name)
+            raise StopConsumer from None
 
     async def balancer_load_reported(self, event: dict[str, Any]) -> None:
         """Rankings and CV after a load report."""

@@ -51,6 +51,8 @@ from console.models import (
     Decision,
     LoadReport,
     Namespace,
+    PulsarConnection,
+    PulsarMove,
     ReportRun,
     is_quiet,
 )
@@ -1201,6 +1203,11 @@ def config_versions(*, limit: int = 50) -> list[dict[str, Any]]:
     ]
 
 
+def pulsar_connection_attached() -> PulsarConnection | None:
+    """The attached Pulsar connection (at most one: a database constraint), or None."""
+    return PulsarConnection.objects.filter(is_attached=True).first()
+
+
 def pulsar_status(moves: int = 50) -> dict[str, Any]:
     """The Pulsar connections and, for the attached one, its moves in flight and the latest ended.
 
@@ -1210,8 +1217,6 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
         "tlsCaFile", "observedAt", "observation", "previousConfig", "inFlight"}],
         "moves": [PulsarMove.summary(), ...] newest first}``.
     """
-    from console.models import PulsarConnection, PulsarMove
-
     out = []
     attached = None
     for c in PulsarConnection.objects.all():

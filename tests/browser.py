@@ -1,6 +1,8 @@
 """What the browser tests and benchmarks share: Debian's Chromium, its flags, and page scripts.
 No Django here (benchmarks import it before settings exist)."""
 
+from typing import Any
+
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = [
     "--no-sandbox",
@@ -50,3 +52,15 @@ DRAWN_AS = """([name, broker]) => {
   const want = getComputedStyle(swatch).backgroundColor.match(/\\d+/g).map(Number);
   return want.slice(0, 3).every((v, i) => Math.abs(v - where.fill[i]) <= 8);
 }""".replace("(WHERE)", "(" + WHERE + ")")
+
+
+def login(browser: Any, base: str, user: str, password: str, width: int = 1400) -> Any:
+    """A new page of ``browser`` logged in to the console at ``base`` as ``user`` (on the
+    dashboard when it returns)."""
+    page = browser.new_page(viewport={"width": width, "height": 900 if width <= 1400 else 1000})
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", user)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    return page

@@ -11,9 +11,21 @@ from pathlib import Path
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports on 127.0.0.1 that nothing listens on right now, ascending
+    (all held at once while chosen, so none repeats)."""
+    sockets = []
+    for _ in range(count):
+        s = socket.socket()
         s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        sockets.append(s)
+    ports = sorted(s.getsockname()[1] for s in sockets)
+    for s in sockets:
+        s.close()
+    return ports
 
 
 def wait_for_port(port: int, attempts: int = 150, pause_s: float = 0.2) -> bool:
@@ -108,3 +120,39 @@ def procfile_commands(
             env[key] = value
         commands[name] = (words[1:] if words[:1] == ["exec"] else words, env)
     return commands
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (uvicorn's workers, honcho's children, ...)."""
+    found = [pid]
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            children = [
+                int(c)
+                for task in Path(f"/proc/{parent}/task").iterdir()
+                for c in (task / "children").read_text().split()
+            ]
+        except OSError:
+            continue
+        found += children
+        todo += children
+    return found
+
+
+def memory_mb(pids: Sequence[int]) -> tuple[float, float]:
+    """(RSS, PSS) summed over ``pids``, MB; a process gone counts 0. PSS counts each shared
+    page once over the processes sharing it, so the PSS of a whole stack adds up."""
+    rss = pss = 0.0
+    for pid in pids:
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        for line in rollup.splitlines():
+            if line.startswith("Rss:"):
+                rss += int(line.split()[1]) / 1024
+            elif line.startswith("Pss:"):
+                pss += int(line.split()[1]) / 1024
+    return rss, pss

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from django.contrib.auth.models import User
@@ -353,19 +353,7 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
     def undo_by_name(self, request: Request) -> Response:
         """Undo the latest unload of the bundle named in the body (the audit's undo, for the
         bundle map's panel); 409 with the reason when there is none or it cannot be undone."""
-        name = _named(request)
-        params = UndoInput(data=request.data)
-        params.is_valid(raise_exception=True)
-        data = params.validated_data
-        return Response(
-            bundle_last_move_undo(
-                name,
-                actor=acting_user(request),
-                note=data.get("reason", ""),
-                force=data.get("force", False),
-                preview=data["preview"],
-            )
-        )
+        return _undo(request, bundle_last_move_undo, _named(request))
 
 
 def _named(request: Request) -> str:
@@ -389,6 +377,22 @@ def _unload(request: Request, name: str) -> Response:
         preview=data["preview"],
     )
     return Response(result if data["preview"] else UnloadOutput(result).data)
+
+
+def _undo(request: Request, undo: Callable[..., dict[str, Any]], target: str | int) -> Response:
+    """``undo(target, ...)`` with the body's ``reason``, ``force`` and ``preview``."""
+    params = UndoInput(data=request.data)
+    params.is_valid(raise_exception=True)
+    data = params.validated_data
+    return Response(
+        undo(
+            target,
+            actor=acting_user(request),
+            note=data.get("reason", ""),
+            force=data.get("force", False),
+            preview=data["preview"],
+        )
+    )
 
 
 def _split(request: Request, name: str) -> Response:
@@ -494,22 +498,11 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
         """Undo a completed unload: the bundle back to the broker it left, through the same
         vetoes (``force`` overrides one) and preview; audited, linked to the move it reverses.
         409 with the reason when it cannot be undone."""
-        params = UndoInput(data=request.data)
-        params.is_valid(raise_exception=True)
         try:
             audit_id = int(pk)
         except ValueError:
             raise ConsoleError(f"not an audit row id: {pk!r}", status=404, field="audit") from None
-        data = params.validated_data
-        return Response(
-            bundle_unload_undo(
-                audit_id,
-                actor=acting_user(request),
-                note=data.get("reason", ""),
-                force=data.get("force", False),
-                preview=data["preview"],
-            )
-        )
+        return _undo(request, bundle_unload_undo, audit_id)
 
 
 class ReportRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):

@@ -19,7 +19,7 @@ from django.db import transaction
 from balancer import bundles as bundle_ops
 from balancer.cycle import Action, ActionKind, CyclePlan
 from balancer.errors import BalancerError
-from console import loadstore, metrics, realtime
+from console import loadstore, metrics, realtime, selectors
 from console.models import (
     AuditEvent,
     Broker,
@@ -74,6 +74,11 @@ def _said(action: Action) -> str:
     return action.explanation
 
 
+def operator_reason(note: str, reason: str) -> str:
+    """An audit row's reason with the operator's own ``note`` first (unchanged without one)."""
+    return f"Operator's reason: {note}. {reason}" if note else reason
+
+
 def plan_apply(
     plan: CyclePlan,
     *,
@@ -102,7 +107,7 @@ def plan_apply(
             while an attached Pulsar cluster is observe-only or its executor is stopped, or while
             its moves are in flight.
     """
-    connection = PulsarConnection.objects.filter(is_attached=True).first()
+    connection = selectors.pulsar_connection_attached()
     if connection is not None:
         if connection.mode != PulsarConnection.Mode.CONTROL:
             return _observe_only(plan, connection, now=now, actor=actor, kind=kind)
@@ -175,10 +180,8 @@ def plan_apply(
         # Unloads whose bundle found no new owner this plan: audited as unloads alone.
         for unload in pending_moves.values():
             events.append(_move_event(plan, decision, now, actor, unload, None))
-        if note:
-            for event in events:
-                event.reason = f"Operator's reason: {note}. {event.reason}"
         for event in events:
+            event.reason = operator_reason(note, event.reason)
             if event.action == AuditEvent.Action.UNLOAD:
                 event.reverses = reverses
         AuditEvent.objects.bulk_create(events)
@@ -551,14 +554,13 @@ def _apply_through_pulsar(
         for move, event in moves:
             if move.kind == PulsarMove.Kind.UNLOAD:
                 event.reverses = reverses
-            event.reason += (
-                f"; sent to Pulsar by the executor ({_sent_as(move)}) and verified by observing"
+            event.reason = operator_reason(
+                note,
+                f"{event.reason}; sent to Pulsar by the executor ({_sent_as(move)}) and "
+                "verified by observing",
             )
-            if note:
-                event.reason = f"Operator's reason: {note}. {event.reason}"
         for event in events:
-            if note:
-                event.reason = f"Operator's reason: {note}. {event.reason}"
+            event.reason = operator_reason(note, event.reason)
         # The cool-down counts from the request: the tick does not pick the bundle again.
         Bundle.objects.filter(
             pk__in=[rows[m.bundle].pk for m, _ in moves if m.kind == PulsarMove.Kind.UNLOAD]

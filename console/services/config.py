@@ -19,6 +19,7 @@ from balancer.wire import parse_snapshot
 from console import loadstore, selectors
 from console.access import actor_check
 from console.models import AuditEvent, BalancerConfig, ConfigVersion
+from console.services.apply import operator_reason
 from console.services.errors import ConsoleError
 
 # The fields an operator may change, in the order the audit names them.
@@ -122,7 +123,7 @@ def balancer_config_update(
             actor=actor,
             action=AuditEvent.Action.CONFIG,
             target="balancer config",
-            reason=f"Operator's reason: {reason}. {said}" if reason else said,
+            reason=operator_reason(reason, said),
         )
     return config
 

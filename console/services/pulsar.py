@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from console import loadstore, realtime
+from console import loadstore, realtime, selectors
 from console.access import actor_check
 from console.models import (
     AuditEvent,
@@ -310,10 +310,15 @@ def pulsar_connection_from_environment() -> PulsarConnection | None:
     if not url:
         return None
     name = settings.FULCRUM_PULSAR_NAME
+    ca = settings.FULCRUM_PULSAR_TLS_CA
+    # Every pass calls this: when nothing changed, one plain read and no lock.
+    unchanged = PulsarConnection.objects.filter(name=name, admin_url=url, tls_ca_file=ca).first()
+    if unchanged is not None:
+        return unchanged
     with transaction.atomic():
         connection = PulsarConnection.objects.select_for_update().filter(name=name).first()
         if connection is None:
-            attached = PulsarConnection.objects.filter(is_attached=True).exists()
+            attached = selectors.pulsar_connection_attached() is not None
             connection = PulsarConnection.objects.create(
                 name=name,
                 admin_url=url,
@@ -382,7 +387,7 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
     from console.services import executor  # executor imports this module's connection helpers
 
     pulsar_connection_from_environment()
-    connection = PulsarConnection.objects.filter(is_attached=True).first()
+    connection = selectors.pulsar_connection_attached()
     if connection is None:
         return None
     now = now or timezone.now()

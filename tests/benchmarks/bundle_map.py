@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.browser import CHROMIUM, LAUNCH_ARGS, WHERE
+from tests.browser import CHROMIUM, LAUNCH_ARGS, WHERE, login
 from tests.support import free_port, redis_server
 
 
@@ -86,12 +86,7 @@ def measure(port: int, runs: int) -> dict[str, list[float]]:
     base = f"http://127.0.0.1:{port}"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-        page = browser.new_page(viewport={"width": 1600, "height": 1000})
-        page.goto(f"{base}/login/")
-        page.fill("#id_username", "bench")
-        page.fill("#id_password", "bench-pass-1")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{base}/")
+        page = login(browser, base, "bench", "bench-pass-1", width=1600)
         for _ in range(runs):
             started = time.perf_counter()
             page.goto(f"{base}/bundles/")

@@ -17,7 +17,7 @@ from balancer.bundles import parse_bundle_name
 from console.access import OPERATORS_GROUP
 from console.models import AuditEvent, Broker, Bundle, Namespace
 from console.services.seed import cluster_seed
-from tests.browser import CHROMIUM, DRAWN_AS, LAUNCH_ARGS, WHERE
+from tests.browser import CHROMIUM, DRAWN_AS, LAUNCH_ARGS, WHERE, login
 from tests.conftest import MIB, SMALL, report
 from tests.console.test_ingest import topics_of
 
@@ -79,13 +79,7 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
         os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs a loop
 
     def login(self, browser, user, password):
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(f"{self.live_server_url}/login/")
-        page.fill("#id_username", user)
-        page.fill("#id_password", password)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{self.live_server_url}/")
-        return page
+        return login(browser, self.live_server_url, user, password)
 
     def click_bundle(self, page, name):
         """A real click where the bundle is drawn; its panel opens."""

@@ -21,7 +21,7 @@ from console.connectors.pulsar_cluster import PulsarCluster, serve, stop
 from console.models import AuditEvent, Bundle, PulsarConnection, PulsarMove
 from console.services.pulsar import pulsar_sync_run, token_encrypt
 from console.services.seed import config_seed
-from tests.browser import CHROMIUM, LAUNCH_ARGS
+from tests.browser import CHROMIUM, LAUNCH_ARGS, login
 from tests.console.test_pulsar_cluster import free_ports
 
 SHOTS = settings.VAR_DIR / "screenshots"
@@ -69,12 +69,7 @@ class TestPulsarPageInBrowser(ChannelsLiveServerTestCase):
 
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{self.live_server_url}/login/")
-            page.fill("#id_username", "root")
-            page.fill("#id_password", "s3cret-pass")
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{self.live_server_url}/")
+            page = login(browser, self.live_server_url, "root", "s3cret-pass")
             page.goto(f"{self.live_server_url}/pulsar/")
             expect(page.locator("#mode")).to_have_text("observe-only")
             expect(page.locator("#connection")).to_contain_text("ModularLoadManagerImpl")

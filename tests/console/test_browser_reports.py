@@ -16,7 +16,7 @@ from django.test import override_settings
 from console.access import OPERATORS_GROUP
 from console.models import AuditEvent, Broker, Bundle, ReportRun
 from console.services.seed import cluster_seed
-from tests.browser import CHROMIUM, LAUNCH_ARGS
+from tests.browser import CHROMIUM, LAUNCH_ARGS, login
 from tests.conftest import SMALL, bundle_load, ingest, report
 
 SHOTS = settings.VAR_DIR / "screenshots"
@@ -125,12 +125,7 @@ class TestHistoryPageInBrowser(ChannelsLiveServerTestCase):
                 browser = p.chromium.launch(
                     executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS
                 )
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.goto(f"{self.live_server_url}/login/")
-                page.fill("#id_username", "alice")
-                page.fill("#id_password", "s3cret-pass")
-                page.click("button[type=submit]")
-                page.wait_for_url(f"{self.live_server_url}/")
+                page = login(browser, self.live_server_url, "alice", "s3cret-pass")
                 page.goto(f"{self.live_server_url}/reports/")
                 # The report's charts: load with the moves, CV per minute, hot bundles, namespaces.
                 for chart in ("#load-chart", "#cv-chart", "#hot-chart", "#namespace-chart"):

@@ -38,3 +38,37 @@ async def test_anonymous_websocket_is_refused():
     connected, code = await communicator.connect()
     assert not connected
     assert code == 4401
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(CHANNEL_LAYERS=MEMORY)
+async def test_a_browser_gone_before_its_disconnect_leaves_the_group_quietly():
+    """uvicorn refuses a send once the socket closed (RuntimeError); the consumer must neither
+    fail with a traceback in the log nor stay in the group."""
+    from django.contrib.auth.models import User
+
+    user = await sync_to_async(User.objects.create_user)("dave", password="pw-123456")
+    consumer = ClusterConsumer.as_asgi()
+    gone = False
+
+    async def served_by_uvicorn(scope, receive, send):
+        async def refusing(message):
+            if gone and message["type"] == "websocket.send":
+                raise RuntimeError(
+                    "Unexpected ASGI message 'websocket.send', after sending 'websocket.close' "
+                    "or response already completed."
+                )
+            await send(message)
+
+        await consumer(scope, receive, refusing)
+
+    communicator = WebsocketCommunicator(served_by_uvicorn, "/ws/cluster/")
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    assert connected
+    layer = get_channel_layer()
+    assert len(layer.groups[CLUSTER_GROUP]) == 1
+    gone = True
+    await layer.group_send(CLUSTER_GROUP, {"type": LOAD_REPORTED, "payload": {"cv": 0.5}})
+    await communicator.wait(timeout=2)  # the consumer ended, and without an exception
+    assert not layer.groups.get(CLUSTER_GROUP)

@@ -29,6 +29,7 @@ from console.connectors.pulsar_cluster import (
 )
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.pulsar.observe import observe, report_document
+from tests.support import free_ports
 
 TOKEN = "s3cret-jwt"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -38,19 +39,6 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 def _live_load_store():
     """Overrides tests/console/conftest.py's: nothing here touches the console's Redis."""
     return
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` ports the system just gave out, ascending (broker 0 is then the leader)."""
-    sockets = []
-    for _ in range(count):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        sockets.append(s)
-    ports = sorted(s.getsockname()[1] for s in sockets)
-    for s in sockets:
-        s.close()
-    return ports
 
 
 @pytest.fixture(scope="module")

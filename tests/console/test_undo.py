@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
-from tests.browser import CHROMIUM, LAUNCH_ARGS
+from tests.browser import CHROMIUM, LAUNCH_ARGS, login
 from tests.conftest import SMALL, ingest, report
 
 SHOTS = settings.VAR_DIR / "screenshots"
@@ -185,12 +185,7 @@ class TestUndoInBrowser(ChannelsLiveServerTestCase):
         bundle, audit = moved(self.user)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{self.live_server_url}/login/")
-            page.fill("#id_username", "alice")
-            page.fill("#id_password", "s3cret-pass")
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{self.live_server_url}/")
+            page = login(browser, self.live_server_url, "alice", "s3cret-pass")
             page.goto(f"{self.live_server_url}/audit/?action=unload")
             page.click(f"button.undo[data-audit='{audit}']")
             dialog = page.locator("#undo-dialog")
@@ -221,12 +216,7 @@ class TestUndoInBrowser(ChannelsLiveServerTestCase):
         bundle, audit = moved(self.user)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{self.live_server_url}/login/")
-            page.fill("#id_username", "alice")
-            page.fill("#id_password", "s3cret-pass")
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{self.live_server_url}/")
+            page = login(browser, self.live_server_url, "alice", "s3cret-pass")
             page.goto(f"{self.live_server_url}/bundles/?bundle={bundle}")
             form = page.locator("#undo-form")
             expect(form).to_be_visible()
