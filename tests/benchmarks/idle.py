@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=int, default=60)
     parser.add_argument("--web-port", type=int, default=8000)
     args = parser.parse_args(argv)
+    (ROOT / "var").mkdir(exist_ok=True)
     make = subprocess.Popen(
         ["make", "run", f"WEB_PORT={args.web_port}"],
         cwd=ROOT,
