@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -344,21 +345,33 @@ def main(argv: list[str] | None = None) -> int:
         generator = Generator(base, token, args.rate)
         memory: dict[str, list[float]] = {name: [] for name in (*processes, "redis")}
         pss: list[float] = []
+        peak: dict[str, float] = {}
 
         async def sample() -> None:
+            # Memory is read every 10 s and each minute gives the median of its readings (a
+            # reading during a flush of 30,000 rows is that second's, not the minute's) and
+            # the peak so far.
             began = time.time()
             minute = 0
             last_count = last_sum = 0.0
             last_accepted = 0
             while time.time() - began < seconds:
-                await asyncio.sleep(min(60, seconds - (time.time() - began)) or 0.1)
+                readings: dict[str, list[float]] = {name: [] for name in memory}
+                stack: list[float] = []
+                end = min(began + 60 * (minute + 1), began + seconds)
+                while time.time() < end - 0.05:
+                    await asyncio.sleep(min(10.0, end - time.time()))
+                    proportional = 0.0
+                    for name, proc in [*processes.items(), ("redis", redis)]:
+                        rss, share = memory_mb(process_tree(proc.pid))
+                        readings[name].append(rss)
+                        peak[name] = max(peak.get(name, 0.0), rss)
+                        proportional += share
+                    stack.append(proportional)
                 minute += 1
-                stack = 0.0
-                for name, proc in [*processes.items(), ("redis", redis)]:
-                    rss, proportional = memory_mb(process_tree(proc.pid))
-                    memory[name].append(rss)
-                    stack += proportional
-                pss.append(stack)
+                for name, values in readings.items():
+                    memory[name].append(statistics.median(values))
+                pss.append(statistics.median(stack))
                 count, total = await asyncio.to_thread(cycle_seconds, web_port)
                 ticks = count - last_count
                 mean_ms = (total - last_sum) / ticks * 1000 if ticks else 0.0
@@ -367,9 +380,9 @@ def main(argv: list[str] | None = None) -> int:
                 last_accepted = generator.accepted
                 mem = ", ".join(f"{n} {v[-1]:.0f}" for n, v in memory.items())
                 print(
-                    f"minute {minute}: MB {mem}; ticks {ticks:.0f} (mean {mean_ms:.0f} ms); "
-                    f"reports {rate:.0f}/s accepted (drift {generator.drift}); "
-                    f"errors {len(generator.errors)}",
+                    f"minute {minute}: MB {mem} (medians of 6 readings); ticks {ticks:.0f} "
+                    f"(mean {mean_ms:.0f} ms); reports {rate:.0f}/s accepted (drift "
+                    f"{generator.drift}); errors {len(generator.errors)}",
                     flush=True,
                 )
 
@@ -400,25 +413,25 @@ def main(argv: list[str] | None = None) -> int:
         # load what each process needs once (pyarrow at the first flush, the caches).
         warm = min(4, len(next(iter(memory.values()))) - 1)
         print(
-            f"| process | RSS minute 1 (MB) | minute {warm + 1} (MB) | last (MB) | growth since "
-            f"minute {warm + 1} |"
+            f"| process (RSS, MB; a minute's median) | minute 1 | minute {warm + 1} | last | "
+            f"growth since minute {warm + 1} | peak reading |"
         )
-        print("|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|")
         for name, values in memory.items():
             if values:
                 first, settled, last = values[0], values[warm], values[-1]
                 print(
                     f"| {name} | {first:.0f} | {settled:.0f} | {last:.0f} | "
-                    f"{(last - settled) / settled:+.1%} |"
+                    f"{(last - settled) / settled:+.1%} | {peak[name]:.0f} |"
                 )
         total = [sum(v[i] for v in memory.values() if v) for i in (0, warm, -1)]
         print(
             f"| **total** | **{total[0]:.0f}** | **{total[1]:.0f}** | **{total[2]:.0f}** | "
-            f"{(total[2] - total[1]) / total[1]:+.1%} |"
+            f"{(total[2] - total[1]) / total[1]:+.1%} | |"
         )
         print(
             f"| total PSS (shared pages once) | {pss[0]:.0f} | {pss[warm]:.0f} | {pss[-1]:.0f} | "
-            f"{(pss[-1] - pss[warm]) / pss[warm]:+.1%} |"
+            f"{(pss[-1] - pss[warm]) / pss[warm]:+.1%} | |"
         )
         parts = list(Path(settings.FULCRUM_HISTORY_DIR).glob("brokers/date=*/*.parquet"))
         print(
