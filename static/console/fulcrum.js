@@ -929,8 +929,10 @@ const Fulcrum = (() => {
           const answer = await post(url, body);
           result.textContent = answer.boundaries
             ? `Split ${answer.bundle} at ${answer.boundaries.join(", ")} into ${answer.children.length} bundles; they are placed by the next lookup or tick.`
-            : `${answer.reverses ? `Undid audit row #${answer.reverses}: moved` : "Unloaded"} ${answer.bundle} from ${answer.source}; now on ${answer.destination || "nobody (placed by the next lookup)"}${answer.forced ? " (override)" : ""}. ${answer.explanation}`;
+            : `${answer.reverses ? `Undid audit row #${answer.reverses}: moved` : "Unloaded"} ${answer.bundle} from ${answer.source}; now on ${answer.destination || "nobody (placed by the next lookup)"}${answer.forced ? `, overriding the veto: ${answer.explanation}` : `. ${answer.explanation}`}`;
           ["unload-reason", "split-reason", "undo-reason"].forEach((id) => { document.getElementById(id).value = ""; });
+          // Its last move is now this one: offered again once the bundle is seen on its new owner.
+          document.getElementById("undo-form").hidden = true;
           refreshNow();
         } catch (err) {
           result.className = "result error";

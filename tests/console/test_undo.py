@@ -234,6 +234,10 @@ class TestUndoInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator("#result")).to_contain_text(
                 f"Undid audit row #{audit}", timeout=10_000
             )
+            # Seen on its new owner, the bundle's last move is the undo: offered in turn.
+            expect(page.locator("#undo-last")).to_contain_text(
+                "took it from broker-2 to broker-1", timeout=10_000
+            )
             page.screenshot(path=str(SHOTS / "bundle-panel-undone.png"))
             browser.close()
         back = AuditEvent.objects.get(reverses_id=audit)
