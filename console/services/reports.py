@@ -34,19 +34,25 @@ def report_runs_reap(*, now: Any = None) -> int:
     waiting = ReportRun.objects.filter(
         status=ReportRun.Status.QUEUED, created_at__lt=now - timedelta(seconds=QUEUED_TIMEOUT_S)
     )
-    queued = (waiting.none() if running_now else waiting).update(
-        status=ReportRun.Status.FAILED,
-        finished_at=now,
-        reason=f"no report worker took the run within {QUEUED_TIMEOUT_S:.0f} s "
-        "(is the 'reports' worker running?)",
-    )
-    running = ReportRun.objects.filter(
+    stuck = ReportRun.objects.filter(
         status=ReportRun.Status.RUNNING, started_at__lt=now - timedelta(seconds=RUNNING_TIMEOUT_S)
-    ).update(
-        status=ReportRun.Status.FAILED,
-        finished_at=now,
-        reason=f"the run did not finish within {RUNNING_TIMEOUT_S:.0f} s: its worker died",
     )
+    # Read first: an UPDATE waits for SQLite's write lock (behind the fold) even when it
+    # matches nothing, and this runs every minute.
+    queued = running = 0
+    if not running_now and waiting.exists():
+        queued = waiting.update(
+            status=ReportRun.Status.FAILED,
+            finished_at=now,
+            reason=f"no report worker took the run within {QUEUED_TIMEOUT_S:.0f} s "
+            "(is the 'reports' worker running?)",
+        )
+    if stuck.exists():
+        running = stuck.update(
+            status=ReportRun.Status.FAILED,
+            finished_at=now,
+            reason=f"the run did not finish within {RUNNING_TIMEOUT_S:.0f} s: its worker died",
+        )
     return queued + running
 
 

@@ -460,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if failures or violations else 0
     finally:
         pool.shutdown(cancel_futures=True)
+        tree = [pid for proc in processes.values() for pid in process_tree(proc.pid)]
         for proc in processes.values():
             proc.terminate()
         for proc in processes.values():
@@ -467,6 +468,11 @@ def main(argv: list[str] | None = None) -> int:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        # uvicorn's workers may outlive their parent while their websockets close: Redis stops
+        # after them, or their last reads meet a refused connection.
+        deadline = time.time() + 30
+        while time.time() < deadline and any(Path(f"/proc/{pid}").exists() for pid in tree):
+            time.sleep(0.2)
         for handle in logs.values():
             handle.close()
         redis.terminate()
