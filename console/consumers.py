@@ -27,11 +27,13 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
     async def _forward(self, event: dict[str, Any]) -> None:
         try:
             await self.send_json({"type": event["type"], "payload": event["payload"]})
-        except (OSError, RuntimeError):
+        except (OSError, RuntimeError) as exc:
             # The browser left between a group message and its websocket.disconnect: the server
-            # refuses the send (uvicorn with RuntimeError, OSError as the ASGI spec asks), and
-            # Channels would not call disconnect() after the error (django/channels#1466). Leave
-            # the group now and end quietly.
+            # refuses the send (uvicorn with this RuntimeError, OSError as the ASGI spec asks),
+            # and Channels would not call disconnect() after the error (django/channels#1466).
+            # Leave the group now and end quietly; any other RuntimeError is a bug: raised.
+            if isinstance(exc, RuntimeError) and "after sending 'websocket.close'" not in str(exc):
+                raise
             await self.channel_layer.group_discard(CLUSTER_GROUP, self.channel_name)
             raise StopConsumer from None
 

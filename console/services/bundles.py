@@ -4,7 +4,7 @@ split. Each is a plan of the cycle (balancer.cycle), screened by its vetoes and 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -374,18 +374,34 @@ def bundle_last_move_undo(
     knows bundles, not audit rows); the answer names the row it undoes (``reverses``).
 
     Raises:
-        ConsoleError: 404 an unknown bundle; 409 no unload of it in the audit; what
-            ``bundle_unload_undo`` raises for that row.
+        ConsoleError: 404 an unknown bundle; 409 no unload of it within the undo window, or
+            its last one placed it nowhere; what ``bundle_unload_undo`` raises for that row.
     """
     row = _bundle(name)
-    last = (
-        AuditEvent.objects.filter(action=AuditEvent.Action.UNLOAD, target=row.name)
+    now = now or timezone.now()
+    window = settings.FULCRUM_UNDO_WINDOW_S
+    last = (  # older ones cannot be undone: the window bounds the scan (the ``at`` index)
+        AuditEvent.objects.filter(
+            action=AuditEvent.Action.UNLOAD,
+            target=row.name,
+            at__gte=now - timedelta(seconds=window),
+        )
         .order_by("-at", "-id")
         .first()
     )
     if last is None:
         raise ConsoleError(
-            f"{row.name} has no unload in the audit: nothing to undo", status=409, field="bundle"
+            f"{row.name} has no unload within the undo window ({_duration(window)}): nothing "
+            "to undo",
+            status=409,
+            field="bundle",
+        )
+    if not last.source or not last.destination:
+        raise ConsoleError(
+            f"its last unload (audit row {last.pk}) left it to the next lookup, not to a broker: "
+            "there is no move to undo",
+            status=409,
+            field="bundle",
         )
     return bundle_unload_undo(
         last.pk, actor=actor, note=note, force=force, preview=preview, now=now

@@ -819,14 +819,15 @@ const Fulcrum = (() => {
 
     // Undo: the bundle's latest audited unload, back to the broker it left (the audit's undo),
     // offered when the server's preview accepts it; otherwise its refusal is shown.
+    let undoAsked = 0;  // the latest offer asked for: an older answer arriving later is dropped
     async function loadUndo() {
       const form = document.getElementById("undo-form"), said = document.getElementById("undo-last");
       const button = document.getElementById("undo-preview");
-      const name = selected;
+      const name = selected, asked = ++undoAsked;
       form.hidden = true;
       try {
         const answer = await post(`/api/bundles/by-name/undo/`, {bundle: name, preview: true});
-        if (name !== selected) return;
+        if (asked !== undoAsked) return;
         const was = answer.undoes;
         said.textContent = `Its last move (audit row #${answer.reverses}, ${utc(was.at)}) took it from ` +
           `${was.source} to ${was.destination}; undoing it sends it back to ${was.source}` +
@@ -834,7 +835,7 @@ const Fulcrum = (() => {
         button.disabled = false;
         form.hidden = false;
       } catch (err) {
-        if (name !== selected || /no unload in the audit/.test(err.message)) return;
+        if (asked !== undoAsked || /no unload within the undo window/.test(err.message)) return;
         said.textContent = `Cannot undo its last move: ${err.message}`;
         button.disabled = true;
         form.hidden = false;
@@ -865,6 +866,7 @@ const Fulcrum = (() => {
       result.textContent = "";
       try {
         const answer = await post(`/api/bundles/by-name/${kind}/`, body);
+        if (name !== selected) return;  // another bundle was chosen meanwhile: not its plan
         plan.hidden = false;
         plan.dataset.kind = kind;
         document.getElementById("plan-title").textContent = `Preview: ${label.toLowerCase()}`;
@@ -897,7 +899,10 @@ const Fulcrum = (() => {
         confirmButton.textContent = !answer.vetoed ? "Confirm" : answer.overridable ? "Confirm with override" : "Refused";
         if (answer.vetoed && answer.overridable) confirmButton.disabled = true;
         delete body.preview;
-        pending = {url: `/api/bundles/by-name/${kind}/`, body, label, vetoed: answer.vetoed};
+        // An undo is confirmed for the very move previewed (its audit row): refused as undone
+        // already if another operator, or another tab, undid it first.
+        const url = kind === "undo" ? `/api/audit/${answer.reverses}/undo/` : `/api/bundles/by-name/${kind}/`;
+        pending = {url, body, label, vetoed: answer.vetoed};
       } catch (err) {
         hidePlan();
         result.className = "result error";

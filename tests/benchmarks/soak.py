@@ -369,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                         proportional += share
                     stack.append(proportional)
                 minute += 1
+                if not stack:  # a last part-minute too short for a reading
+                    break
                 for name, values in readings.items():
                     memory[name].append(statistics.median(values))
                 pss.append(statistics.median(stack))
@@ -380,8 +382,8 @@ def main(argv: list[str] | None = None) -> int:
                 last_accepted = generator.accepted
                 mem = ", ".join(f"{n} {v[-1]:.0f}" for n, v in memory.items())
                 print(
-                    f"minute {minute}: MB {mem} (medians of 6 readings); ticks {ticks:.0f} "
-                    f"(mean {mean_ms:.0f} ms); reports {rate:.0f}/s accepted (drift "
+                    f"minute {minute}: MB {mem} (medians of {len(stack)} readings); ticks "
+                    f"{ticks:.0f} (mean {mean_ms:.0f} ms); reports {rate:.0f}/s accepted (drift "
                     f"{generator.drift}); errors {len(generator.errors)}",
                     flush=True,
                 )

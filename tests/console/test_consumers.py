@@ -72,3 +72,32 @@ async def test_a_browser_gone_before_its_disconnect_leaves_the_group_quietly():
     await layer.group_send(CLUSTER_GROUP, {"type": LOAD_REPORTED, "payload": {"cv": 0.5}})
     await communicator.wait(timeout=2)  # the consumer ended, and without an exception
     assert not layer.groups.get(CLUSTER_GROUP)
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(CHANNEL_LAYERS=MEMORY)
+async def test_another_runtime_error_on_send_is_not_swallowed():
+    from django.contrib.auth.models import User
+
+    user = await sync_to_async(User.objects.create_user)("erin", password="pw-123456")
+    consumer = ClusterConsumer.as_asgi()
+    broken = False
+
+    async def served(scope, receive, send):
+        async def failing(message):
+            if broken and message["type"] == "websocket.send":
+                raise RuntimeError("a bug, not a browser gone")
+            await send(message)
+
+        await consumer(scope, receive, failing)
+
+    communicator = WebsocketCommunicator(served, "/ws/cluster/")
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    assert connected
+    broken = True
+    await get_channel_layer().group_send(
+        CLUSTER_GROUP, {"type": LOAD_REPORTED, "payload": {"cv": 0.5}}
+    )
+    with pytest.raises(RuntimeError, match="a bug"):
+        await communicator.wait(timeout=2)

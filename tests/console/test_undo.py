@@ -146,7 +146,7 @@ def test_the_bundle_panel_s_undo_reverses_the_bundle_s_latest_unload(
     never = operator_client.post(url, {"bundle": other, "preview": True}, format="json")
     assert never.status_code == 409
     assert never.json()["error"] == {
-        "message": f"{other} has no unload in the audit: nothing to undo",
+        "message": f"{other} has no unload within the undo window (1 h): nothing to undo",
         "field": "bundle",
     }
     nowhere = {"bundle": "acme/orders/0x00000000_0x00000001"}
@@ -160,6 +160,13 @@ def test_the_bundle_panel_s_undo_reverses_the_bundle_s_latest_unload(
     # The undo is now the bundle's latest unload: undoing it again is undoing the undo.
     again = operator_client.post(url, {"bundle": bundle, "preview": True}, format="json")
     assert again.json()["reverses"] == done.json()["audit"]
+    # An unload that left the bundle to the next lookup moved it to no broker: nothing to undo.
+    nowhere = AuditEvent.objects.create(
+        at=timezone.now(), action=AuditEvent.Action.UNLOAD, target=bundle, source="broker-1"
+    )
+    left = operator_client.post(url, {"bundle": bundle, "preview": True}, format="json")
+    assert (left.status_code, left.json()["error"]["field"]) == (409, "bundle")
+    assert f"audit row {nowhere.pk}) left it to the next lookup" in left.json()["error"]["message"]
 
 
 @pytest.mark.browser
