@@ -40,35 +40,44 @@ async def test_anonymous_websocket_is_refused():
     assert code == 4401
 
 
+async def connected_then_refusing(username: str, error: str):
+    """A logged-in dashboard whose server refuses every send with ``RuntimeError(error)`` once
+    ``refuse()`` is called (what uvicorn does after the socket closed). Returns (communicator,
+    refuse)."""
+    from django.contrib.auth.models import User
+
+    user = await sync_to_async(User.objects.create_user)(username, password="pw-123456")
+    consumer = ClusterConsumer.as_asgi()
+    refusing = []
+
+    async def served(scope, receive, send):
+        async def maybe_refused(message):
+            if refusing and message["type"] == "websocket.send":
+                raise RuntimeError(error)
+            await send(message)
+
+        await consumer(scope, receive, maybe_refused)
+
+    communicator = WebsocketCommunicator(served, "/ws/cluster/")
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator, lambda: refusing.append(True)
+
+
 @pytest.mark.django_db(transaction=True)
 @override_settings(CHANNEL_LAYERS=MEMORY)
 async def test_a_browser_gone_before_its_disconnect_leaves_the_group_quietly():
     """uvicorn refuses a send once the socket closed (RuntimeError); the consumer must neither
     fail with a traceback in the log nor stay in the group."""
-    from django.contrib.auth.models import User
-
-    user = await sync_to_async(User.objects.create_user)("dave", password="pw-123456")
-    consumer = ClusterConsumer.as_asgi()
-    gone = False
-
-    async def served_by_uvicorn(scope, receive, send):
-        async def refusing(message):
-            if gone and message["type"] == "websocket.send":
-                raise RuntimeError(
-                    "Unexpected ASGI message 'websocket.send', after sending 'websocket.close' "
-                    "or response already completed."
-                )
-            await send(message)
-
-        await consumer(scope, receive, refusing)
-
-    communicator = WebsocketCommunicator(served_by_uvicorn, "/ws/cluster/")
-    communicator.scope["user"] = user
-    connected, _ = await communicator.connect()
-    assert connected
+    communicator, refuse = await connected_then_refusing(
+        "dave",
+        "Unexpected ASGI message 'websocket.send', after sending 'websocket.close' or response "
+        "already completed.",
+    )
     layer = get_channel_layer()
     assert len(layer.groups[CLUSTER_GROUP]) == 1
-    gone = True
+    refuse()
     await layer.group_send(CLUSTER_GROUP, {"type": LOAD_REPORTED, "payload": {"cv": 0.5}})
     await communicator.wait(timeout=2)  # the consumer ended, and without an exception
     assert not layer.groups.get(CLUSTER_GROUP)
@@ -77,25 +86,8 @@ async def test_a_browser_gone_before_its_disconnect_leaves_the_group_quietly():
 @pytest.mark.django_db(transaction=True)
 @override_settings(CHANNEL_LAYERS=MEMORY)
 async def test_another_runtime_error_on_send_is_not_swallowed():
-    from django.contrib.auth.models import User
-
-    user = await sync_to_async(User.objects.create_user)("erin", password="pw-123456")
-    consumer = ClusterConsumer.as_asgi()
-    broken = False
-
-    async def served(scope, receive, send):
-        async def failing(message):
-            if broken and message["type"] == "websocket.send":
-                raise RuntimeError("a bug, not a browser gone")
-            await send(message)
-
-        await consumer(scope, receive, failing)
-
-    communicator = WebsocketCommunicator(served, "/ws/cluster/")
-    communicator.scope["user"] = user
-    connected, _ = await communicator.connect()
-    assert connected
-    broken = True
+    communicator, refuse = await connected_then_refusing("erin", "a bug, not a browser gone")
+    refuse()
     await get_channel_layer().group_send(
         CLUSTER_GROUP, {"type": LOAD_REPORTED, "payload": {"cv": 0.5}}
     )
