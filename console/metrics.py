@@ -88,6 +88,30 @@ PULSAR_MOVES: Final = Counter(
     ["outcome"],
 )
 
+PULSAR_CONTROL: Final = Gauge(
+    "fulcrum_pulsar_in_control",
+    "1 while Fulcrum controls the attached Pulsar cluster (Pulsar's own shedding off), else 0; "
+    "written by the dead-man at each check",
+    multiprocess_mode="mostrecent",
+)
+DEADMAN_SILENCE: Final = Gauge(
+    "fulcrum_deadman_silence_seconds",
+    "Seconds since the shedding loop last completed a tick (or since control was taken), as "
+    "the dead-man saw it at its last check",
+    multiprocess_mode="mostrecent",
+)
+DEADMAN_LIMIT: Final = Gauge(
+    "fulcrum_deadman_limit_seconds",
+    "The silence after which the dead-man gives control back to Pulsar (FULCRUM_DEADMAN_S)",
+    multiprocess_mode="mostrecent",
+)
+DEADMAN_RELEASES: Final = Counter(
+    "fulcrum_deadman_releases_total",
+    "Control given back to Pulsar by the dead-man, by result (released, failed: Pulsar refused "
+    "or could not be reached, tried again at the next check)",
+    ["result"],
+)
+
 
 def cycle_record(
     duration_s: float,

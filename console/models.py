@@ -405,12 +405,18 @@ class PulsarConnection(models.Model):
     """A Pulsar cluster Fulcrum attaches to through its admin REST API (``console.pulsar``).
 
     Several can be stored; the console observes and balances the one ``is_attached`` (at most
-    one: the console shows one cluster). The token is stored encrypted
-    (``services.pulsar.token_encrypt``) or read from the environment variable ``token_env``
-    (a ``FULCRUM_PULSAR_…`` name).
+    one: the console shows one cluster). Authentication (``console.pulsar.auth``), one of: a
+    token stored encrypted (``services.pulsar.token_encrypt``) or read from the environment
+    variable ``token_env`` (a ``FULCRUM_PULSAR_…`` name); a ``token_file`` re-read when it
+    changes; OAuth2 client credentials (``oauth2_issuer_url``, ``oauth2_audience``,
+    ``oauth2_key_file``, ``oauth2_scope``); with or without a TLS client certificate
+    (``tls_cert_file``, ``tls_key_file``). ``cluster_name``: the local cluster's name, checked
+    against the brokers' own (empty: theirs).
     ``mode`` starts as observe-only; taking control records in ``previous_config`` what it
     changed in Pulsar's dynamic configuration (key -> {"effective", "override"}) so releasing
-    control restores it.
+    control restores it, and ``controlled_at`` when. ``handed_back``: the last time control
+    went back to Pulsar without an admin's click (``{"at", "by", "why"}``: the dead-man, or
+    ``manage.py pulsar_release``).
     """
 
     class Mode(models.TextChoices):
@@ -422,6 +428,14 @@ class PulsarConnection(models.Model):
     token_encrypted = models.TextField(blank=True, default="")
     token_env = models.CharField(max_length=100, blank=True, default="")
     tls_ca_file = models.CharField(max_length=500, blank=True, default="")
+    token_file = models.CharField(max_length=500, blank=True, default="")
+    oauth2_issuer_url = models.CharField(max_length=500, blank=True, default="")
+    oauth2_audience = models.CharField(max_length=500, blank=True, default="")
+    oauth2_key_file = models.CharField(max_length=500, blank=True, default="")
+    oauth2_scope = models.CharField(max_length=500, blank=True, default="")
+    tls_cert_file = models.CharField(max_length=500, blank=True, default="")
+    tls_key_file = models.CharField(max_length=500, blank=True, default="")
+    cluster_name = models.CharField(max_length=200, blank=True, default="")
     is_attached = models.BooleanField(default=False)
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.OBSERVE)
     previous_config = models.JSONField(default=dict)
@@ -429,6 +443,8 @@ class PulsarConnection(models.Model):
     max_moves_in_flight = models.PositiveIntegerField(default=4)
     observed_at = models.DateTimeField(null=True, blank=True)
     observation = models.JSONField(default=dict)  # the last observation's summary
+    controlled_at = models.DateTimeField(null=True, blank=True)
+    handed_back = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -449,8 +465,9 @@ class PulsarMove(models.Model):
     what observing the cluster afterwards found.
 
     ``state``: queued -> sending -> verifying -> done. ``outcome`` (once done): as-planned,
-    elsewhere (Pulsar put it on another broker), unowned (no lookup placed it in time), failed
-    (Pulsar refused, or nothing changed), skipped (the cluster had changed before it was sent),
+    elsewhere (Pulsar put it on another broker), unowned (no lookup placed it in time), no-op
+    (Pulsar accepted a split but found no valid boundary, and split nothing), failed (Pulsar
+    refused, or nothing changed), skipped (the cluster had changed before it was sent),
     cancelled (the executor was stopped or control released first).
     """
 
@@ -468,6 +485,7 @@ class PulsarMove(models.Model):
         AS_PLANNED = "as-planned"
         ELSEWHERE = "elsewhere"
         UNOWNED = "unowned"
+        NOOP = "no-op"
         FAILED = "failed"
         SKIPPED = "skipped"
         CANCELLED = "cancelled"

@@ -272,6 +272,33 @@ FULCRUM_HISTORY_FLUSH_S = float(os.environ.get("FULCRUM_HISTORY_FLUSH_S", "60"))
 FULCRUM_PULSAR_URL = os.environ.get("FULCRUM_PULSAR_URL", "")
 FULCRUM_PULSAR_NAME = os.environ.get("FULCRUM_PULSAR_NAME", "pulsar")
 FULCRUM_PULSAR_TLS_CA = os.environ.get("FULCRUM_PULSAR_TLS_CA", "")
+# The local cluster's name; empty: the one the brokers give (their clusterName). Never guessed
+# from /admin/v2/clusters, which lists every cluster of a geo-replicated deployment.
+FULCRUM_PULSAR_CLUSTER = os.environ.get("FULCRUM_PULSAR_CLUSTER", "")
+# Other ways to authenticate than FULCRUM_PULSAR_TOKEN (one of them; console.pulsar.auth): a file
+# holding the token, re-read when it changes; OAuth2 client credentials as Pulsar's
+# AuthenticationOAuth2 (issuer URL, audience, key file with client_id and client_secret, scope).
+# And/or a TLS client certificate and its key (PEM).
+FULCRUM_PULSAR_TOKEN_FILE = os.environ.get("FULCRUM_PULSAR_TOKEN_FILE", "")
+FULCRUM_PULSAR_OAUTH2_ISSUER_URL = os.environ.get("FULCRUM_PULSAR_OAUTH2_ISSUER_URL", "")
+FULCRUM_PULSAR_OAUTH2_AUDIENCE = os.environ.get("FULCRUM_PULSAR_OAUTH2_AUDIENCE", "")
+FULCRUM_PULSAR_OAUTH2_KEY_FILE = os.environ.get("FULCRUM_PULSAR_OAUTH2_KEY_FILE", "")
+FULCRUM_PULSAR_OAUTH2_SCOPE = os.environ.get("FULCRUM_PULSAR_OAUTH2_SCOPE", "")
+FULCRUM_PULSAR_TLS_CERT = os.environ.get("FULCRUM_PULSAR_TLS_CERT", "")
+FULCRUM_PULSAR_TLS_KEY = os.environ.get("FULCRUM_PULSAR_TLS_KEY", "")
+# Admin calls in flight at once (per pass), a read call's timeout, and how long a fan-out over
+# every broker (owned bundles, load reports) waits before it goes on without the slow ones (s).
+FULCRUM_PULSAR_CONCURRENCY = int(os.environ.get("FULCRUM_PULSAR_CONCURRENCY", "8"))
+FULCRUM_PULSAR_READ_TIMEOUT_S = float(os.environ.get("FULCRUM_PULSAR_READ_TIMEOUT_S", "10"))
+FULCRUM_PULSAR_DEADLINE_S = float(os.environ.get("FULCRUM_PULSAR_DEADLINE_S", "30"))
+# The dead-man (manage.py deadman, its own process): while Fulcrum controls a Pulsar cluster and
+# the shedding loop has completed no tick for this long, control goes back to Pulsar (its
+# shedding on again, exactly as a release). Empty: 10 loop intervals. Checked every
+# FULCRUM_DEADMAN_CHECK_S.
+FULCRUM_DEADMAN_S = (
+    float(os.environ["FULCRUM_DEADMAN_S"]) if os.environ.get("FULCRUM_DEADMAN_S") else None
+)
+FULCRUM_DEADMAN_CHECK_S = float(os.environ.get("FULCRUM_DEADMAN_CHECK_S", "5"))
 # How old a completed unload may be and still be undone by an operator (back to the broker it
 # left, through the same vetoes), seconds.
 FULCRUM_UNDO_WINDOW_S = float(os.environ.get("FULCRUM_UNDO_WINDOW_S", "3600"))

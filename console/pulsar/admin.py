@@ -3,20 +3,28 @@ connector reads (brokers, leader, failure domains, namespaces and bundles, owner
 the load-balancer configuration) and does (unload with a destination, split with an algorithm,
 dynamic configuration). No Django.
 
-Pulsar's conventions it follows (``PULSAR_ADMIN.md`` §1, §4):
+Pulsar's conventions it follows (``PULSAR_REALITY.md`` §2–§3, ``PULSAR_ADMIN.md`` §1, §4):
 
-- the token as ``Authorization: Bearer <token>``;
-- 307/308 redirects (to a bundle's owner, the leader, the named broker) followed here, re-sending
-  the method, the body and the token, at most ``MAX_HOPS`` times (httpx drops the token across
-  origins);
+- authentication by a bearer token from a ``TokenSource`` (``console.pulsar.auth``: a JWT, a
+  token file re-read when it changes, OAuth2 client credentials), re-asked once after a 401
+  when it can change; and/or a TLS client certificate;
+- 307/308 redirects (to a bundle's owner, the leader, the named broker, the local cluster)
+  followed here, re-sending the method, the body and the token, at most ``MAX_HOPS`` times
+  (httpx drops the token across origins); any other 3xx is an error naming its status (Pulsar
+  sends none: a 302 or 303 comes from something in between and would turn a PUT into a GET);
 - errors as JSON ``{"reason": ...}`` or, for unmapped server exceptions, ``text/plain``; both
   become ``PulsarAdminError`` with the status and the reason;
-- per-broker calls (load report, effective config) go to that broker's own web URL, built from
-  its id (``host:port``) with the service URL's scheme when no better URL is known; the token
-  never goes over http when the service URL is https;
+- per-broker calls (load report, topic stats, ``/metrics``) go to that broker's own web URL:
+  the one Pulsar itself redirected to (``maybeRedirectToBroker`` picks ``webServiceUrlTls``
+  for an https request), or ``http://<id>`` over http (Pulsar's broker id is
+  ``advertisedAddress:webServicePort``). Over https the URL is never guessed from the id,
+  whose port is the http one whenever both are enabled; the token never goes over http when
+  the service URL is https;
 - reads time out after ``read_timeout_s`` (10 s), unload and split after ``act_timeout_s``
   (90 s: a broker waits up to ``namespaceBundleUnloadingTimeoutMs``, 60 s, to close topics);
-- at most ``concurrency`` requests at once (per-broker fan-out).
+- at most ``concurrency`` requests at once, and a fan-out over brokers (``each``) waits at most
+  ``deadline_s`` for all of them: a broker that has not answered by then is reported as such
+  and the pass goes on without it.
 """
 
 from __future__ import annotations
@@ -25,12 +33,15 @@ import contextlib
 import json
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any, Final, TypeVar
 from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
+
+from console.pulsar.auth import AuthError, StaticToken, TokenSource
 
 MAX_HOPS: Final = 5
 REDIRECTS: Final = frozenset({307, 308})  # Pulsar's; a 303 would turn a PUT into a GET
@@ -44,6 +55,11 @@ class PulsarAdminSetupError(Exception):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field, self.message = field, message
+
+
+class UnknownBrokerUrl(Exception):
+    """A broker whose own https URL Pulsar has not told (no redirect to it yet): never
+    guessed."""
 
 
 class PulsarAdminError(Exception):
@@ -73,6 +89,22 @@ def error_reason(response: httpx.Response) -> str:
     return lines[0][:500] if lines else response.reason_phrase
 
 
+def _json_of(response: httpx.Response) -> Any:
+    """A successful answer's JSON; None for 204 or an empty body.
+
+    Raises:
+        PulsarAdminError: a body that is not JSON.
+    """
+    if response.status_code == 204 or not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        raise PulsarAdminError(
+            response.status_code, "the answer is not JSON", "GET", str(response.url)
+        ) from None
+
+
 def bundle_path(bundle: str) -> str:
     """``tenant/namespace/0x…_0x…`` -> the path segment ``tenant/namespace/0x…_0x…`` checked.
 
@@ -90,10 +122,19 @@ class PulsarAdmin:
 
     Args:
         service_url: any broker's (or a proxy's) web URL, e.g. ``http://broker-1:8080``.
-        token: a superuser's JWT, or None.
-        broker_urls: broker id -> web URL, for per-broker calls (default ``http://<id>``).
+        token: a superuser's JWT, or None (a shortcut for ``auth=StaticToken(token)``).
+        auth: where each request's bearer token comes from (``console.pulsar.auth``).
+        broker_urls: broker id -> its own web URL (``scheme://host:port``), as learned before.
+        read_timeout_s: a read call's timeout (s); act_timeout_s: unload's and split's (s).
+        concurrency: requests in flight at once; deadline_s: how long a fan-out over brokers
+            (``each``) waits for all of them (s).
         tls_ca_file: a CA bundle (PEM) that signs the brokers' certificates; None: the system's.
+        tls_cert_file, tls_key_file: a client certificate and its key (PEM), for brokers that
+            authenticate by TLS (``AuthenticationProviderTls``).
         transport: an httpx transport (tests).
+
+    Raises:
+        PulsarAdminSetupError: a CA bundle or client certificate that cannot be read, named.
     """
 
     def __init__(
@@ -101,36 +142,34 @@ class PulsarAdmin:
         service_url: str,
         *,
         token: str | None = None,
+        auth: TokenSource | None = None,
         broker_urls: Mapping[str, str] | None = None,
         read_timeout_s: float = 10.0,
         act_timeout_s: float = 90.0,
         concurrency: int = 8,
+        deadline_s: float = 30.0,
         tls_ca_file: str | None = None,
+        tls_cert_file: str | None = None,
+        tls_key_file: str | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.service_url = service_url.rstrip("/")
-        self.broker_urls = dict(broker_urls or {})
+        self.broker_urls = {k: v.rstrip("/") for k, v in (broker_urls or {}).items() if v}
         self.read_timeout_s, self.act_timeout_s = read_timeout_s, act_timeout_s
         self.concurrency = max(1, concurrency)
+        self.deadline_s = deadline_s
+        self.auth: TokenSource | None = auth or (StaticToken(token) if token else None)
         self._slots = threading.BoundedSemaphore(self.concurrency)
-        headers = {"Accept": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        verify: ssl.SSLContext | bool = True
-        if tls_ca_file:
-            try:
-                verify = ssl.create_default_context(cafile=tls_ca_file)
-            except (OSError, ssl.SSLError) as exc:
-                raise PulsarAdminSetupError(
-                    "tls_ca_file", f"the CA bundle {tls_ca_file} cannot be read: {exc}"
-                ) from None
+        self._learned = threading.Lock()
+        self.calls = 0  # HTTP requests sent (each redirect hop counts), for the Pulsar page
+        self.verify = tls_context(tls_ca_file, tls_cert_file, tls_key_file)
         self._secure = urlsplit(self.service_url).scheme == "https"
         self._client = httpx.Client(
-            headers=headers,
+            headers={"Accept": "application/json"},
             follow_redirects=False,
             transport=transport,
             timeout=read_timeout_s,
-            verify=verify,
+            verify=self.verify,
         )
 
     def close(self) -> None:
@@ -144,15 +183,55 @@ class PulsarAdmin:
 
     # -- transport ---------------------------------------------------------------------------
 
+    @property
+    def secure(self) -> bool:
+        """Attached over https: per-broker URLs are https too, and never guessed."""
+        return self._secure
+
     def broker_url(self, broker_id: str) -> str:
-        """A broker's own web URL: known, or ``<scheme>://<id>`` (Pulsar's id is ``host:port``)
-        with the service URL's scheme."""
+        """A broker's own web URL: the one Pulsar named (``learn``), else over http
+        ``http://<id>`` (Pulsar's id is ``advertisedAddress:webServicePort``).
+
+        Raises:
+            UnknownBrokerUrl: attached over https and Pulsar has not named the broker's https
+                URL yet (the id's port is the http one whenever http is enabled).
+        """
         known = self.broker_urls.get(broker_id)
         if known:
-            return known.rstrip("/")
+            return known
         if broker_id.startswith(("http://", "https://")):
             return broker_id.rstrip("/")
-        return f"{'https' if self._secure else 'http'}://{broker_id}"
+        if self._secure:
+            raise UnknownBrokerUrl(broker_id)
+        return f"http://{broker_id}"
+
+    def learn(self, broker_id: str, url: str) -> None:
+        """Remember ``url``'s ``scheme://host:port`` as ``broker_id``'s own (the broker Pulsar
+        redirected to, or that answered for itself); an http URL is ignored when attached over
+        https."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return
+        if self._secure and parts.scheme != "https":
+            return
+        with self._learned:
+            self.broker_urls[broker_id] = f"{parts.scheme}://{parts.netloc}"
+
+    def _authorization(self, refresh: bool, method: str, url: str) -> dict[str, str]:
+        if self.auth is None:
+            return {}
+        try:
+            if refresh:
+                self.auth.invalidate()
+            token = self.auth.token()
+        except AuthError as exc:
+            raise PulsarAdminError(
+                0, f"{self.auth.description}: {exc.message}", method, url
+            ) from None
+        if not token:
+            return {}
+        # As Pulsar's AuthenticationDataToken/OAuth2: the broker picks its token provider.
+        return {"Authorization": f"Bearer {token}", "X-Pulsar-Auth-Method-Name": "token"}
 
     def request(
         self,
@@ -165,13 +244,24 @@ class PulsarAdmin:
         act: bool = False,
     ) -> httpx.Response:
         """Send one call and follow its redirects (≤ ``MAX_HOPS``), re-sending the method, body
-        and token; ``broker``: to that broker's own URL.
+        and token; ``broker``: to that broker's own URL. A 401 is tried once more with a fresh
+        token when the token source can renew it. ``response.url`` is the URL that answered.
 
         Raises:
-            PulsarAdminError: a non-2xx answer (with Pulsar's reason), too many redirects, a
-                redirect without ``Location``, or a broker that could not be reached.
+            PulsarAdminError: a non-2xx answer (with Pulsar's reason), a 3xx other than 307/308,
+                too many redirects, a redirect without ``Location``, a broker that could not be
+                reached, a broker whose https URL is not known, or no token to be had.
         """
-        base = self.broker_url(broker) if broker else self.service_url
+        try:
+            base = self.broker_url(broker) if broker else self.service_url
+        except UnknownBrokerUrl:
+            raise PulsarAdminError(
+                0,
+                f"the https URL of broker {broker} is not known yet (Pulsar names it when it "
+                "redirects to that broker; the id's port is its http port): not guessed",
+                method,
+                f"{broker}{path}",
+            ) from None
         url = base + path
         if self._secure and urlsplit(url).scheme != "https":
             # Attached over https: the token is never sent in clear to a broker's http URL.
@@ -182,43 +272,64 @@ class PulsarAdmin:
             else httpx.Timeout(self.read_timeout_s)
         )
         content = None if json_body is None else json.dumps(json_body).encode()
-        headers = {"Content-Type": "application/json"} if json_body is not None else {}
         with self._slots:
-            for _ in range(MAX_HOPS + 1):
-                try:
-                    response = self._client.request(
-                        method,
-                        url,
-                        params=params,
-                        content=content,
-                        headers=headers,
-                        timeout=timeout,
-                    )
-                except httpx.HTTPError as exc:
-                    raise PulsarAdminError(0, f"{type(exc).__name__}: {exc}", method, url) from exc
-                if response.status_code not in REDIRECTS:
-                    break
-                location = response.headers.get("location")
-                if not location:
-                    raise PulsarAdminError(
-                        response.status_code, "a redirect without Location", method, url
-                    )
-                # The Location carries the query Pulsar wants (authoritative=...): send it as is.
-                target = urljoin(url, location)
-                scheme, before = urlsplit(target).scheme, urlsplit(url).scheme
-                if scheme not in ("http", "https") or (before == "https" and scheme != "https"):
-                    # The token never goes to another scheme, nor from https down to http.
-                    raise PulsarAdminError(
-                        response.status_code, f"a redirect to {target} refused", method, url
-                    )
-                url, params = target, None
-            else:
-                raise PulsarAdminError(
-                    response.status_code, f"more than {MAX_HOPS} redirects", method, url
-                )
+            response = self._follow(method, url, params, content, timeout, refresh=False)
+            if response.status_code == 401 and self.auth is not None and self.auth.invalidate():
+                response = self._follow(method, url, params, content, timeout, refresh=True)
         if response.status_code >= 400:
-            raise PulsarAdminError(response.status_code, error_reason(response), method, url)
+            raise PulsarAdminError(
+                response.status_code, error_reason(response), method, str(response.url)
+            )
         return response
+
+    def _follow(
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, str] | None,
+        content: bytes | None,
+        timeout: httpx.Timeout,
+        *,
+        refresh: bool,
+    ) -> httpx.Response:
+        headers = self._authorization(refresh, method, url)
+        if content is not None:
+            headers["Content-Type"] = "application/json"
+        for _ in range(MAX_HOPS + 1):
+            with self._learned:
+                self.calls += 1
+            try:
+                response = self._client.request(
+                    method, url, params=params, content=content, headers=headers, timeout=timeout
+                )
+            except httpx.HTTPError as exc:
+                raise PulsarAdminError(0, f"{type(exc).__name__}: {exc}", method, url) from exc
+            if 300 <= response.status_code < 400 and response.status_code not in REDIRECTS:
+                raise PulsarAdminError(
+                    response.status_code,
+                    f"HTTP {response.status_code} {response.reason_phrase} to "
+                    f"{response.headers.get('location', 'nowhere')}: Pulsar redirects with 307 "
+                    "or 308 only, so this comes from something in between; not followed",
+                    method,
+                    url,
+                )
+            if response.status_code not in REDIRECTS:
+                return response
+            location = response.headers.get("location")
+            if not location:
+                raise PulsarAdminError(
+                    response.status_code, "a redirect without Location", method, url
+                )
+            # The Location carries the query Pulsar wants (authoritative=...): send it as is.
+            target = urljoin(url, location)
+            scheme, before = urlsplit(target).scheme, urlsplit(url).scheme
+            if scheme not in ("http", "https") or (before == "https" and scheme != "https"):
+                # The token never goes to another scheme, nor from https down to http.
+                raise PulsarAdminError(
+                    response.status_code, f"a redirect to {target} refused", method, url
+                )
+            url, params = target, None
+        raise PulsarAdminError(response.status_code, f"more than {MAX_HOPS} redirects", method, url)
 
     def get_object(self, path: str, *, broker: str | None = None) -> dict[str, Any]:
         """GET ``path``: a JSON object (an empty body: {}).
@@ -247,37 +358,56 @@ class PulsarAdmin:
         return body
 
     def get_json(self, path: str, *, broker: str | None = None) -> Any:
-        """GET ``path`` as JSON.
+        """GET ``path`` as JSON (None for an empty body).
 
         Raises:
             PulsarAdminError: as ``request``, or a body that is not JSON.
         """
-        response = self.request("GET", path, broker=broker)
-        if response.status_code == 204 or not response.content:
-            return None
-        try:
-            return response.json()
-        except ValueError:
-            raise PulsarAdminError(
-                response.status_code, "the answer is not JSON", "GET", str(response.url)
-            ) from None
+        return _json_of(self.request("GET", path, broker=broker))
 
     def each(
-        self, items: Iterable[T], call: Callable[[T], R]
+        self, items: Iterable[T], call: Callable[[T], R], *, deadline_s: float | None = None
     ) -> list[tuple[T, R | PulsarAdminError]]:
-        """``call`` on every item, at most ``concurrency`` at once; each result or its error."""
+        """``call`` on every item, at most ``concurrency`` at once; each result or its error.
+        Items not done within ``deadline_s`` (default ``self.deadline_s``) get an error saying
+        so, and are not waited for (their calls end at their own timeouts)."""
 
-        def one(item: T) -> tuple[T, R | PulsarAdminError]:
+        def one(item: T) -> R | PulsarAdminError:
             try:
-                return item, call(item)
+                return call(item)
             except PulsarAdminError as exc:
-                return item, exc
+                return exc
 
         items = list(items)
         if len(items) <= 1:
-            return [one(i) for i in items]
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items))) as pool:
-            return list(pool.map(one, items))
+            return [(i, one(i)) for i in items]
+        limit = self.deadline_s if deadline_s is None else deadline_s
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)))
+        started = time.monotonic()
+        try:
+            futures = [pool.submit(one, item) for item in items]
+            wait(futures, timeout=limit, return_when=FIRST_EXCEPTION)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        waited = time.monotonic() - started
+        out: list[tuple[T, R | PulsarAdminError]] = []
+        for item, future in zip(items, futures, strict=True):
+            if future.done() and not future.cancelled():
+                error = future.exception()
+                result = (
+                    future.result()
+                    if error is None
+                    else PulsarAdminError(0, f"{type(error).__name__}: {error}", "GET", str(item))
+                )
+                out.append((item, result))
+            else:
+                out.append(
+                    (
+                        item,
+                        PulsarAdminError(0, f"no answer within {waited:.0f} s", "GET", str(item)),
+                    )
+                )
+        return out
 
     # -- observe (read-only: nothing here assigns a bundle) -------------------------------------
 
@@ -293,13 +423,34 @@ class PulsarAdmin:
         """E3: ``{"serviceUrl", "brokerId" (≥ 3.x)}``."""
         return self.get_object("/admin/v2/brokers/leaderBroker")
 
-    def owned_bundles(self, cluster: str, broker_id: str) -> dict[str, dict[str, Any]]:
-        """E4: bundle name -> ownership status, of one broker (redirected to it)."""
+    def owned_bundles(
+        self, cluster: str, broker_id: str, *, via: str | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """E4: bundle name -> ownership status, of one broker, asked of the service URL (or of
+        the broker ``via``), which redirects to it (``maybeRedirectToBroker``). The broker's
+        own URL is learned from where the answer came from: the redirect's target (Pulsar
+        picks ``webServiceUrlTls`` for an https request), or, without a redirect, the URL
+        asked when its host is the broker's advertised address.
+
+        Raises:
+            PulsarAdminError: as ``request``, or a body that is not a JSON object.
+        """
         path = (
             f"/admin/v2/brokers/{quote(cluster, safe='')}/{quote(broker_id, safe=':')}"
             "/ownedNamespaces"
         )
-        return self.get_object(path)
+        response = self.request("GET", path, broker=via)
+        asked = self.broker_url(via) if via else self.service_url
+        answered = str(response.url)
+        redirected = urlsplit(answered).netloc != urlsplit(asked).netloc
+        if redirected or urlsplit(asked).hostname == broker_id.rsplit(":", 1)[0]:
+            self.learn(broker_id, answered)
+        body = _json_of(response)
+        if body is None:
+            return {}
+        if not isinstance(body, dict):
+            raise PulsarAdminError(200, f"{path}: not a JSON object", "GET", answered)
+        return body
 
     def failure_domains(self, cluster: str) -> dict[str, list[str]]:
         """E5: domain -> broker ids."""
@@ -430,3 +581,33 @@ def broker_host(url: str) -> str:
     """``http://broker-1:8080`` -> ``broker-1:8080`` (Pulsar's broker id form)."""
     parts = urlsplit(url)
     return parts.netloc or url
+
+
+def tls_context(
+    ca_file: str | None, cert_file: str | None = None, key_file: str | None = None
+) -> ssl.SSLContext | bool:
+    """httpx's ``verify``: the system's CAs (True) or a context with ``ca_file``, carrying the
+    client certificate ``cert_file`` (and its ``key_file``, when not in the same PEM).
+
+    Raises:
+        PulsarAdminSetupError: a file that cannot be read, naming ``tls_ca_file`` or
+            ``tls_cert_file``.
+    """
+    if not (ca_file or cert_file):
+        return True
+    try:
+        context = ssl.create_default_context(cafile=ca_file or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise PulsarAdminSetupError(
+            "tls_ca_file", f"the CA bundle {ca_file} cannot be read: {exc}"
+        ) from None
+    if cert_file:
+        try:
+            context.load_cert_chain(cert_file, key_file or None)
+        except (OSError, ssl.SSLError) as exc:
+            raise PulsarAdminSetupError(
+                "tls_cert_file",
+                f"the client certificate {cert_file} (key {key_file or 'in the same file'}) "
+                f"cannot be read: {exc}",
+            ) from None
+    return context

@@ -1,15 +1,28 @@
 """Observe a Pulsar cluster through its admin API (``console.pulsar.admin.PulsarAdmin``) and map
-what it says onto Fulcrum's model (``PULSAR_ADMIN.md`` §4.4, §7). No Django.
+what it says onto Fulcrum's model (``PULSAR_REALITY.md`` §2–§3, ``PULSAR_ADMIN.md`` §4.4, §7).
+No Django.
 
+- the cluster: the name the brokers give themselves (E17 ``clusterName``) or the one configured;
+  never guessed from E1 ``/admin/v2/clusters``, an unordered set of every cluster of the
+  configuration store (a geo-replicated deployment lists the remote ones too), unless it names
+  exactly one;
 - brokers: E2 (active), the leader from E3, each one's failure domain from E5;
 - namespaces: E6 → E7 → E8 boundaries and E9's anti-affinity group;
 - owners: E4 ``ownedNamespaces`` of every broker — never a lookup, which would assign; a bundle of
-  E8 that no broker lists is unowned (normal after an unload until a client looks it up);
-- load: E11 (the modular load manager's ``LocalBrokerData``) of every broker, on its own URL,
-  its top-N ``lastStats`` completed from the ``pulsar_bundle_*`` metrics of the broker's
-  ``/metrics`` (E14); under the extensible load manager, which serves no E11, the report is made
-  from the ``pulsar_lb_*`` metrics (resource usage, percent) and E12's topic stats summed per
-  bundle (rates, throughput) — ``extensible_report``;
+  E8 that no broker lists is unowned (normal after an unload until a client looks it up). E4's
+  redirect also tells each broker's own URL (over https, its ``webServiceUrlTls``);
+- load: E11 (the modular load manager's ``LocalBrokerData``) of every broker, on its own URL;
+  its ``lastStats`` holds every bundle with loaded topics, and is completed from the
+  ``pulsar_bundle_*`` metrics of ``/metrics`` (E14) only when the brokers export them
+  (``exposeBundlesMetricsInPrometheus``, off by default) and an owned bundle is missing — a
+  failed scrape then marks those figures missing, it never drops the report. Under the
+  extensible load manager, which serves no E11, the report is made from the ``pulsar_lb_*``
+  metrics (resource usage, percent) and E12's topic stats summed per bundle (rates,
+  throughput), E12 read at most once a minute (Pulsar rebuilds it every
+  ``statsUpdateFrequencyInSecs``, 60 s) — ``extensible_report``;
+- the report's time is when Fulcrum read it: ``LocalBrokerData.lastUpdate`` only moves when the
+  broker writes its report to the metadata store (a 10 % change, or every 15 min), while the
+  figures are fresh on every call; ``lastUpdate`` is kept as information;
 - the active load manager from E17 (``loadManagerClassName``), each broker's version from its
   report's ``brokerVersionString``.
 
@@ -26,6 +39,9 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -68,6 +84,11 @@ BUNDLE_METRICS: Final = {
     "pulsar_bundle_producer_count": "producerCount",
 }
 COUNTS: Final = ("topics", "consumerCount", "producerCount")
+# The brokers export pulsar_bundle_* only with this on (ServiceConfiguration; default false).
+BUNDLE_METRICS_KEY: Final = "exposeBundlesMetricsInPrometheus"
+# Pulsar rebuilds broker-stats/topics every statsUpdateFrequencyInSecs (60 s by default): read
+# more often, it says the same.
+TOPIC_STATS_TTL_S: Final = 60.0
 # The effective load-balancer settings an operator compares Fulcrum's decisions with (E17).
 LB_KEYS: Final = (
     "loadBalancerEnabled",
@@ -79,6 +100,9 @@ LB_KEYS: Final = (
     "loadBalancerSheddingGracePeriodMinutes",
     "loadBalancerBrokerThresholdShedderPercentage",
     "defaultNamespaceBundleSplitAlgorithm",
+    "exposeBundlesMetricsInPrometheus",
+    "loadBalancerReportUpdateThresholdPercentage",
+    "loadBalancerReportUpdateMaxIntervalMinutes",
 )
 
 
@@ -94,6 +118,21 @@ def is_system_bundle(bundle: str) -> bool:
     """A heartbeat or SLA-monitor bundle (``pulsar/[<cluster>/]<broker id>/…``,
     ``sla-monitor/<cluster>/<broker id>/…``): never moved."""
     return bool(SYSTEM_NAMESPACE.match(bundle))
+
+
+@dataclass
+class BrokerRead:
+    """How one broker's load was read: ``read_at`` (s since epoch: the report's time),
+    ``last_update`` (``LocalBrokerData.lastUpdate`` in s, its last metadata-store write; None
+    under the extensible load manager), ``url`` (its own web URL), ``missing`` (figures that
+    could not be read, each with why: the report stands without them), ``calls`` (admin calls
+    made for it this pass)."""
+
+    read_at: float
+    last_update: float | None = None
+    url: str = ""
+    missing: list[str] = field(default_factory=list)
+    calls: int = 0
 
 
 @dataclass
@@ -113,6 +152,10 @@ class Observation:
             effective values of ``LB_KEYS`` (strings); versions: broker -> its version.
         namespaces_complete: every tenant's namespaces and every namespace's bundles were read
             (a namespace absent from ``namespaces`` is then gone from the cluster).
+        reads: broker id -> how its report was read (``BrokerRead``).
+        broker_urls: broker id -> its own web URL, as Pulsar named it.
+        cluster_source: where the name came from ("configured", "clusterName", "the only
+            cluster listed").
     """
 
     cluster: str
@@ -128,6 +171,9 @@ class Observation:
     versions: dict[str, str] = field(default_factory=dict)
     lb_config: dict[str, str] = field(default_factory=dict)
     namespaces_complete: bool = True
+    reads: dict[str, BrokerRead] = field(default_factory=dict)
+    broker_urls: dict[str, str] = field(default_factory=dict)
+    cluster_source: str = ""
 
     @property
     def version(self) -> str:
@@ -152,18 +198,81 @@ class Observation:
         return [b for b in self.bundles() if b not in self.owners]
 
 
-def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
+class ObserveCache:
+    """What one connection's passes keep between them (in the observing process): under the
+    extensible load manager, each broker's last E12 topic stats (re-read once they are older
+    than ``TOPIC_STATS_TTL_S``) and last resource usage from ``/metrics`` (used, marked
+    missing, when a scrape fails, for at most ``usage_max_age_s``)."""
+
+    def __init__(self, usage_max_age_s: float = 60.0) -> None:
+        self.usage_max_age_s = usage_max_age_s
+        self.topic_stats: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.usage: dict[str, tuple[float, dict[str, float]]] = {}
+        self.lock = threading.Lock()
+
+
+def cluster_name(
+    admin: PulsarAdmin, configured: str | None, runtime: dict[str, str] | None
+) -> tuple[str, str]:
+    """The local cluster's name and where it came from: ``configured`` (checked against the
+    brokers' own ``clusterName``), else E17's ``clusterName``, else E1 when it lists exactly one
+    cluster (``global`` aside).
+
+    Raises:
+        PulsarAdminError: 409 when the configured name is not the brokers' own, or when E1
+            lists several clusters and nothing says which is local (never guessed: in a
+            geo-replicated deployment a remote cluster's calls are redirected there).
+    """
+    local = (runtime or {}).get("clusterName", "")
+    if configured:
+        if local and local != configured:
+            raise PulsarAdminError(
+                409,
+                f"the brokers at {admin.service_url} belong to cluster {local}, not "
+                f"{configured} as configured: refused (Fulcrum never observes a remote "
+                "cluster through another's brokers)",
+                "GET",
+                admin.service_url,
+            )
+        return configured, "configured"
+    if local:
+        return local, "clusterName"
+    names = sorted({c for c in admin.clusters() if c != "global"})
+    if len(names) == 1:
+        return names[0], "the only cluster listed"
+    raise PulsarAdminError(
+        409,
+        f"the brokers did not say which cluster they are (E17 clusterName unread) and "
+        f"/admin/v2/clusters lists {', '.join(names) or 'none'}: not guessed; set the "
+        "cluster's name (FULCRUM_PULSAR_CLUSTER, or the connection's cluster name)",
+        "GET",
+        admin.service_url,
+    )
+
+
+def observe(
+    admin: PulsarAdmin,
+    cluster: str | None = None,
+    *,
+    cache: ObserveCache | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Observation:
     """Read the cluster's state (read-only: no call here assigns a bundle).
 
     Raises:
-        PulsarAdminError: a cluster-wide read failed (clusters, brokers, tenants); per-broker and
-            per-namespace failures are collected in ``errors`` instead.
+        PulsarAdminError: a cluster-wide read failed (the cluster's name, brokers, tenants);
+            per-broker and per-namespace failures are collected in ``errors`` instead.
     """
-    name = cluster or next(iter(admin.clusters()), None)
-    if not name:
-        raise PulsarAdminError(404, "the cluster lists no cluster name", "GET", admin.service_url)
-    brokers = admin.brokers(name)
+    cache = cache or ObserveCache()
     errors: list[str] = []
+    runtime: dict[str, str] | None
+    try:
+        runtime = admin.runtime_config()
+    except PulsarAdminError as exc:
+        runtime = None
+        errors.append(f"configuration: {exc.reason}")
+    name, source = cluster_name(admin, cluster, runtime)
+    brokers = admin.brokers(name)
     try:
         info = admin.leader()
         leader = info.get("brokerId") or broker_host(str(info.get("serviceUrl", ""))) or None
@@ -199,7 +308,20 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
             found[namespace] = state
     owners: dict[str, str] = {}
     unknown: set[str] = set()
-    for broker, owned in admin.each(brokers, lambda b: admin.owned_bundles(name, b)):
+    owned_by = dict(admin.each(brokers, lambda b: admin.owned_bundles(name, b)))
+    if admin.secure:
+        # A broker that answered for itself without a redirect (the service URL is a load
+        # balancer in front of it) is asked again through one whose https URL Pulsar named:
+        # that broker redirects to the right one's.
+        for broker in [b for b in brokers if b not in admin.broker_urls]:
+            via = next((b for b in brokers if b != broker and b in admin.broker_urls), None)
+            if via is not None:
+                try:
+                    owned_by[broker] = admin.owned_bundles(name, broker, via=via)
+                except PulsarAdminError as exc:
+                    owned_by[broker] = exc
+    for broker in brokers:
+        owned = owned_by[broker]
         if isinstance(owned, PulsarAdminError):
             errors.append(f"{broker}: owned bundles: {owned.reason}")
             unknown.add(broker)
@@ -209,28 +331,79 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
                 owners[bundle] = broker
     load_manager = ""
     lb_config: dict[str, str] = {}
-    try:
-        runtime = admin.runtime_config()
+    if runtime is not None:
         load_manager = runtime.get("loadManagerClassName", "")
         lb_config = {k: runtime[k] for k in LB_KEYS if k in runtime}
-    except PulsarAdminError as exc:
-        errors.append(f"configuration: {exc.reason}")
-    reports: dict[str, dict[str, Any]] = {}
+    bundle_metrics = lb_config.get(BUNDLE_METRICS_KEY, "false").lower() == "true"
+    reads: dict[str, BrokerRead] = {}
 
     def modular(broker: str) -> dict[str, Any]:
         report = admin.load_report(broker)
+        read = reads[broker] = BrokerRead(clock(), url=admin.broker_url(broker), calls=1)
+        stamp = report.get("lastUpdate")
+        if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+            read.last_update = float(stamp) / 1000
         stats = report.get("lastStats")
         listed = [b for b, o in owners.items() if o == broker]
-        if isinstance(stats, dict) and len(stats) < len(listed):
-            # Pulsar sends only the top N bundles (its setting
-            # loadBalancerMaxNumberOfBundlesInBundleLoadReport): the rest come from its metrics.
-            for bundle, figures in parse_metrics(broker, admin.metrics(broker)).bundles.items():
-                stats.setdefault(bundle, figures)
+        lacking = [b for b in listed if isinstance(stats, dict) and b not in stats]
+        if bundle_metrics and lacking and isinstance(stats, dict):
+            # Only these brokers export pulsar_bundle_* (exposeBundlesMetricsInPrometheus).
+            read.calls += 1
+            try:
+                exported = parse_metrics(broker, admin.metrics(broker)).bundles
+            except (PulsarAdminError, ObservationError) as exc:
+                why = exc.reason if isinstance(exc, PulsarAdminError) else str(exc)
+                read.missing.append(
+                    f"lastStats: {len(lacking)} owned bundle(s) not in the report, and "
+                    f"/metrics could not complete them: {why}"
+                )
+            else:
+                for bundle, figures in exported.items():
+                    stats.setdefault(bundle, figures)
         return report
 
     def extensible(broker: str) -> dict[str, Any]:
-        usage = parse_metrics(broker, admin.metrics(broker)).usage
-        return extensible_report(broker, usage, admin.topic_stats(broker))
+        read = reads[broker] = BrokerRead(clock(), url=admin.broker_url(broker))
+        now = clock()
+        read.calls += 1
+        try:
+            usage = parse_metrics(broker, admin.metrics(broker)).usage
+            for metric, key in LB_USAGE_METRICS.items():
+                if key not in usage:
+                    raise ObservationError(broker, f"metrics.{metric}", "missing")
+            with cache.lock:
+                cache.usage[broker] = (now, usage)
+        except (PulsarAdminError, ObservationError) as exc:
+            why = exc.reason if isinstance(exc, PulsarAdminError) else str(exc)
+            with cache.lock:
+                kept = cache.usage.get(broker)
+            if kept is None or now - kept[0] > cache.usage_max_age_s:
+                raise
+            usage = kept[1]
+            read.missing.append(
+                f"resource usage: /metrics unreadable ({why}); the figures read "
+                f"{now - kept[0]:.0f} s ago are used"
+            )
+        with cache.lock:
+            topics_kept = cache.topic_stats.get(broker)
+        if topics_kept is None or now - topics_kept[0] >= TOPIC_STATS_TTL_S:
+            read.calls += 1
+            try:
+                topics = admin.topic_stats(broker)
+                with cache.lock:
+                    cache.topic_stats[broker] = (now, topics)
+            except PulsarAdminError as exc:
+                if topics_kept is None:
+                    raise
+                topics = topics_kept[1]
+                read.missing.append(
+                    f"rates: broker-stats/topics unreadable ({exc.reason}); those read "
+                    f"{now - topics_kept[0]:.0f} s ago are used"
+                )
+        else:
+            topics = topics_kept[1]
+        read.read_at = clock()
+        return extensible_report(broker, usage, topics)
 
     def reader(broker: str) -> dict[str, Any] | ObservationError:
         try:
@@ -238,11 +411,14 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
         except ObservationError as exc:
             return exc
 
+    reports: dict[str, dict[str, Any]] = {}
     for broker, report in admin.each(brokers, reader):
         if isinstance(report, PulsarAdminError):
             errors.append(f"{broker}: load report: {report.reason}")
+            reads.pop(broker, None)
         elif isinstance(report, ObservationError):
             errors.append(str(report))
+            reads.pop(broker, None)
         else:
             reports[broker] = report
     versions = {
@@ -250,6 +426,7 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
     }
     for broker in unknown:
         reports.pop(broker, None)  # its bundles are unknown: its report cannot be checked
+        reads.pop(broker, None)
     return Observation(
         name,
         brokers,
@@ -264,6 +441,9 @@ def observe(admin: PulsarAdmin, cluster: str | None = None) -> Observation:
         versions,
         lb_config,
         complete,
+        reads,
+        {b: u for b, u in admin.broker_urls.items() if b in set(brokers)},
+        source,
     )
 
 
@@ -273,12 +453,16 @@ def _number(broker: str, where: str, value: Any) -> float:
     return float(value)
 
 
-def report_document(broker: str, data: dict[str, Any], owned: list[str]) -> dict[str, Any]:
+def report_document(
+    broker: str, data: dict[str, Any], owned: list[str], *, read_at: float | None = None
+) -> dict[str, Any]:
     """The load report Fulcrum ingests (``console.services.ingest``) for ``broker`` from its
     ``LocalBrokerData``: its resources (bandwidth kbit/s → bytes/s; a limit of -1, a NIC of
     unknown speed, makes a resource that does not count, as in Pulsar's percentUsage), rates,
-    the bundles it owns (``owned``, from E4) and those of them ``lastStats`` covers (Pulsar
-    sends only the top N), ``timestamp`` from ``lastUpdate`` (ms → s).
+    the bundles it owns (``owned``, from E4) and those of them ``lastStats`` covers (every
+    bundle with loaded topics), ``timestamp`` = ``read_at`` (s), when Fulcrum read it — not
+    ``lastUpdate``, the broker's last metadata-store write (ModularLoadManagerImpl
+    writeBrokerDataOnZooKeeper: a 10 % change or every 15 min), which is only checked.
 
     Raises:
         ObservationError: a missing or malformed field, named.
@@ -299,7 +483,9 @@ def report_document(broker: str, data: dict[str, Any], owned: list[str]) -> dict
     for key in RATES:
         doc[key] = _number(broker, key, data.get(key, 0.0))
     if "lastUpdate" in data:
-        doc["timestamp"] = _number(broker, "lastUpdate", data["lastUpdate"]) / 1000
+        _number(broker, "lastUpdate", data["lastUpdate"])
+    if read_at is not None:
+        doc["timestamp"] = read_at
     topics = data.get("numTopics", 0)
     if isinstance(topics, bool) or not isinstance(topics, int) or topics < 0:
         raise ObservationError(broker, "numTopics", f"must be a count, not {topics!r}")
@@ -343,6 +529,19 @@ def supports_destination(version: str) -> bool:
     broker ignores the parameter and does a plain unload. An unknown version is taken as new."""
     key = version_key(version)
     return not key or key >= (3, 0)
+
+
+def affinity_by_range(version: str, *, extensible: bool) -> bool:
+    """The modular load manager keeps an unload's ``destinationBroker`` on the leader keyed by
+    the bundle's range only (``NamespacesBase.setNamespaceBundleAffinityAsync(bundleRange,
+    …)``), so two same-range bundles of different namespaces overwrite each other's hint —
+    until apache/pulsar#25518 (full bundle name), released in 4.0.10 and 4.2.1 (not in
+    3.0.17; 4.1.x unknown: taken as not fixed). The extensible load manager carries the
+    destination in its unload event instead. An unknown version is taken as not fixed."""
+    if extensible:
+        return False
+    key = version_key(version)
+    return not ((4, 0, 10) <= key < (4, 1) or key >= (4, 2, 1))
 
 
 @dataclass

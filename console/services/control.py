@@ -166,7 +166,7 @@ def control_take(
             except PulsarAdminError as exc:
                 refusal = f"{exc.method} {exc.url} answered {exc.status or 'nothing'} {exc.reason}"
             if refusal:
-                failed = _restore(admin, tried)
+                failed = restore(admin, tried)
                 if not failed:
                     raise ConsoleError(
                         f"{refusal}: control not taken; the {len(tried)} change(s) rolled back",
@@ -203,6 +203,23 @@ def control_take(
     return {"connection": connection.name, "mode": connection.mode, "changes": changes}
 
 
+def changes_of(connection: PulsarConnection) -> list[dict[str, Any]]:
+    """What releasing control restores, from what taking it recorded."""
+    return [
+        {"key": k, "effective": v.get("effective"), "override": v.get("override")}
+        for k, v in connection.previous_config.items()
+    ]
+
+
+def restored_said(changes: list[dict[str, Any]]) -> str:
+    """``loadBalancerSheddingEnabled -> true (override removed); …``"""
+    return "; ".join(
+        f"{c['key']} -> {c['effective'] or 'true'}"
+        + (" (override removed)" if c["override"] is None else "")
+        for c in changes
+    )
+
+
 def _previous(changes: list[dict[str, Any]]) -> dict[str, Any]:
     """What releasing control restores: key -> its effective value and override before."""
     return {c["key"]: {"effective": c["effective"], "override": c["override"]} for c in changes}
@@ -225,7 +242,14 @@ def _mode_set(
         connection.mode = mode
         connection.is_executor_stopped = stopped
         connection.previous_config = previous
-        connection.save(update_fields=["mode", "is_executor_stopped", "previous_config"])
+        fields = ["mode", "is_executor_stopped", "previous_config"]
+        if mode == PulsarConnection.Mode.CONTROL and connection.controlled_at is None:
+            connection.controlled_at, connection.handed_back = now, {}
+            fields += ["controlled_at", "handed_back"]
+        elif mode == PulsarConnection.Mode.OBSERVE:
+            connection.controlled_at = None
+            fields.append("controlled_at")
+        connection.save(update_fields=fields)
         AuditEvent.objects.create(
             at=now,
             actor=actor,
@@ -242,7 +266,7 @@ def _said(change: dict[str, Any]) -> str:
     return f"{change['key']} {change['effective'] or '?'} -> {change['to']} (was {was})"
 
 
-def _restore(admin: PulsarAdmin, changes: list[dict[str, Any]]) -> list[str]:
+def restore(admin: PulsarAdmin, changes: list[dict[str, Any]]) -> list[str]:
     """Put each key back: its previous effective value, and no override when it had none.
     Returns what failed, "<key>: <reason>"."""
     failed = []
@@ -259,10 +283,18 @@ def _restore(admin: PulsarAdmin, changes: list[dict[str, Any]]) -> list[str]:
 
 
 def control_release(
-    connection_id: int, *, actor: User | None, confirm: bool, now: datetime
+    connection_id: int,
+    *,
+    actor: User | None,
+    confirm: bool,
+    now: datetime,
+    by: str = "",
+    why: str = "",
 ) -> dict[str, Any]:
     """Release control: queued moves are cancelled (those sent are still verified), Pulsar's
-    configuration is put back as it was, the connection is observe-only again.
+    configuration is put back as it was, the connection is observe-only again. ``by`` and
+    ``why``: control handed back without an admin's click (the dead-man, ``manage.py
+    pulsar_release``), recorded in ``handed_back`` and the audit.
 
     Raises:
         ConsoleError: 403 not an admin; 400 without ``confirm``; 409 not in control; 502 a key
@@ -277,12 +309,9 @@ def control_release(
         connection = connection_get(connection_id, lock=True)
         if connection.mode != PulsarConnection.Mode.CONTROL:
             raise ConsoleError(f"Fulcrum does not control {connection.name}", status=409)
-        changes = [
-            {"key": k, "effective": v.get("effective"), "override": v.get("override")}
-            for k, v in connection.previous_config.items()
-        ]
+        changes = changes_of(connection)
         with admin_for(connection) as admin:
-            failed = _restore(admin, changes)
+            failed = restore(admin, changes)
         if failed:
             raise ConsoleError(
                 "Pulsar refused to restore " + "; ".join(failed) + ": still in control, executor "
@@ -290,17 +319,12 @@ def control_release(
                 status=502,
                 field="connection",
             )
-        restored = "; ".join(
-            f"{c['key']} -> {c['effective'] or 'true'}"
-            + (" (override removed)" if c["override"] is None else "")
-            for c in changes
-        )
-        connection = _mode_set(
-            connection,
-            PulsarConnection.Mode.OBSERVE,
-            {},
-            actor,
-            now,
-            f"control released: observe-only again, Pulsar's configuration restored: {restored}",
-        )
+        said = f"Pulsar's configuration restored: {restored_said(changes)}"
+        reason = f"control released: observe-only again, {said}"
+        if by:
+            reason = f"control handed back to Pulsar by {by}: {why}; observe-only again, {said}"
+        connection = _mode_set(connection, PulsarConnection.Mode.OBSERVE, {}, actor, now, reason)
+        if by:
+            connection.handed_back = {"at": now.isoformat(), "by": by, "why": why}
+            connection.save(update_fields=["handed_back"])
     return {"connection": connection.name, "mode": connection.mode, "changes": changes}

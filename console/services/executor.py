@@ -15,6 +15,7 @@ unowned, or failed with Pulsar's reason — in the audit.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
@@ -28,7 +29,7 @@ from console import metrics, realtime
 from console.access import actor_check
 from console.models import AuditEvent, PulsarConnection, PulsarMove
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
-from console.pulsar.observe import Observation, supports_destination
+from console.pulsar.observe import Observation, affinity_by_range, supports_destination
 from console.services.errors import ConsoleError
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,14 @@ UNOWNED_AFTER_S: Final = 300.0
 IN_FLIGHT: Final = PulsarMove.IN_FLIGHT
 # A queued move not sent within this long is dropped: the plan it came from is stale.
 QUEUED_TTL_S: Final = 120.0
+# A split Pulsar accepted and made nothing of (SpecifiedPositionsBundleSplitAlgorithm returns no
+# boundary when the bundle has at most one loaded topic, and drops positions outside it): the
+# modular load manager answers 204 and splits nothing; the extensible one answers 500.
+NO_SPLIT: Final = (
+    "Pulsar found no valid boundary and split nothing (the bundle had at most one loaded "
+    "topic, or the positions were outside it)"
+)
+NO_BOUNDARY: Final = re.compile(r"not found under namespace|no valid boundary", re.IGNORECASE)
 
 
 def moves_in_flight(connection: PulsarConnection) -> int:
@@ -119,14 +128,26 @@ class _Send:
     note: str  # said with the outcome
 
 
+def _range(bundle: str) -> str:
+    return bundle.rsplit("/", 1)[-1]
+
+
 def moves_send(
-    connection: PulsarConnection, admin: PulsarAdmin, *, now: datetime, version: str = ""
+    connection: PulsarConnection,
+    admin: PulsarAdmin,
+    *,
+    now: datetime,
+    version: str = "",
+    extensible: bool = False,
 ) -> int:
     """Send the queued moves, oldest first, while fewer than ``max_moves_in_flight`` are being
     sent or verified (none while observe-only or stopped: the connection is read again first).
     Each is checked against the owners just observed; one that no longer fits is skipped, with
     why; one queued longer than ``QUEUED_TTL_S`` is dropped. ``version``: the cluster's, as
-    observed (below 3.0 an unload goes without its destination, said so).
+    observed (below 3.0 an unload goes without its destination, said so). On a modular cluster
+    that keys its destination hint by bundle range (``affinity_by_range``), an unload with a
+    destination waits while another of the same range is in flight: the two hints would
+    overwrite each other on the leader.
 
     A call whose answer was lost (unreachable, a timeout, a 5xx: Pulsar may have done it) is
     verified by observing like an accepted one; a 4xx refusal ends the move as failed with
@@ -140,16 +161,33 @@ def moves_send(
         return 0
     _unstick(connection, now, admin.act_timeout_s)
     _expire(connection, now)
-    busy = connection.moves.filter(
-        state__in=[PulsarMove.State.SENDING, PulsarMove.State.VERIFYING]
-    ).count()
-    room = max(0, connection.max_moves_in_flight - busy)
-    queued = list(connection.moves.filter(state=PulsarMove.State.QUEUED).order_by("id")[:room])
+    busy = list(
+        connection.moves.filter(state__in=[PulsarMove.State.SENDING, PulsarMove.State.VERIFYING])
+    )
+    room = max(0, connection.max_moves_in_flight - len(busy))
+    by_range = affinity_by_range(version, extensible=extensible)
+    hinted = {_range(m.bundle) for m in busy if m.kind == PulsarMove.Kind.UNLOAD and m.destination}
+    queued: list[PulsarMove] = []
+    for move in connection.moves.filter(state=PulsarMove.State.QUEUED).order_by("id"):
+        if len(queued) >= room:
+            break
+        if by_range and move.kind == PulsarMove.Kind.UNLOAD and move.destination:
+            if _range(move.bundle) in hinted:
+                wait = (
+                    f"waiting: another unload with a destination of range {_range(move.bundle)} "
+                    f"is in flight, and Pulsar {version or '(version unknown)'} keys its "
+                    "destination hint by bundle range (apache/pulsar#25518); "
+                )
+                if move.outcome_reason != wait:
+                    PulsarMove.objects.filter(pk=move.pk).update(outcome_reason=wait)
+                continue
+            hinted.add(_range(move.bundle))
+        queued.append(move)
     claimed = [
         m
         for m in queued
         if PulsarMove.objects.filter(pk=m.pk, state=PulsarMove.State.QUEUED).update(
-            state=PulsarMove.State.SENDING, sent_at=now
+            state=PulsarMove.State.SENDING, sent_at=now, outcome_reason=""
         )
     ]
     owners = _owners([m.bundle for m in claimed])
@@ -192,6 +230,13 @@ def moves_send(
         move = item.move
         note = item.note
         if isinstance(result, PulsarAdminError):
+            if move.kind == PulsarMove.Kind.SPLIT and NO_BOUNDARY.search(result.reason):
+                # The extensible load manager's answer to a split with no valid boundary.
+                why = f"{note}{NO_SPLIT} (HTTP {result.status}: {result.reason})"
+                _finish(
+                    move, PulsarMove.Outcome.NOOP, why, now, expected=(PulsarMove.State.SENDING,)
+                )
+                continue
             if 400 <= result.status < 500:
                 why = f"{note}Pulsar refused it (HTTP {result.status}): {result.reason}"
                 _finish(
@@ -362,8 +407,8 @@ def _verify_split(
             return 0
         _finish(
             move,
-            PulsarMove.Outcome.FAILED,
-            f"still one bundle {after}, though Pulsar accepted the split",
+            PulsarMove.Outcome.NOOP,
+            f"{move.outcome_reason}{NO_SPLIT}; still one bundle {after}",
             now,
         )
         return 1

@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -35,10 +35,23 @@ from console.models import (
     PulsarMove,
     Tenant,
 )
-from console.pulsar.admin import PulsarAdmin, PulsarAdminError, PulsarAdminSetupError
+from console.pulsar.admin import (
+    PulsarAdmin,
+    PulsarAdminError,
+    PulsarAdminSetupError,
+    tls_context,
+)
+from console.pulsar.auth import (
+    AuthError,
+    OAuth2ClientCredentials,
+    StaticToken,
+    TokenFile,
+    TokenSource,
+)
 from console.pulsar.observe import (
     Observation,
     ObservationError,
+    ObserveCache,
     observe,
     report_document,
 )
@@ -106,8 +119,8 @@ def pulsar_observation_apply(seen: Observation, *, now: datetime | None = None) 
 
     Returns:
         ``{"brokers", "bundles", "owned", "unowned", "reports" (accepted), "unchanged" (reports
-        Pulsar had not renewed), "refused": ["<broker>: <field>: <why>", ...], "errors": what
-        the observation could not read}``.
+        not newer than the broker's last accepted one), "refused": ["<broker>: <field>: <why>",
+        ...], "errors": what the observation could not read}``.
     """
     refused: list[str] = []
     now = now or timezone.now()
@@ -221,15 +234,20 @@ def pulsar_observation_apply(seen: Observation, *, now: datetime | None = None) 
     accepted = unchanged = 0
     for reporter, data in sorted(seen.reports.items()):
         owned = sorted(b for b, owner in seen.owners.items() if owner == reporter)
+        read = seen.reads.get(reporter)
         try:
-            document = report_document(reporter, data, owned)
+            document = report_document(
+                reporter, data, owned, read_at=read.read_at if read else None
+            )
             load_report_ingest(json.dumps(document).encode(), as_broker=reporter)
             accepted += 1
         except ObservationError as exc:
             refused.append(str(exc))
         except ConsoleError as exc:
             if exc.field == "timestamp" and "after" in exc.message:
-                unchanged += 1  # Pulsar has not renewed its report since the last observation
+                # Not after the broker's last accepted report (one pushed meanwhile, or two
+                # reads in the same instant): the newer one stands.
+                unchanged += 1
             else:
                 where = exc.field or "body"
                 said = exc.message.removeprefix(f"{where}: ")
@@ -284,35 +302,104 @@ def connection_token(connection: PulsarConnection) -> str | None:
         ) from None
 
 
-def admin_for(connection: PulsarConnection) -> PulsarAdmin:
-    """The admin client of a connection (token, TLS CA), the broker URLs its last observation
-    learned.
+def connection_auth(connection: PulsarConnection) -> TokenSource | None:
+    """Where the connection's bearer token comes from: its token (environment or stored), its
+    token file, or OAuth2 client credentials; None: no token (perhaps a client certificate).
 
     Raises:
-        ConsoleError: 409 naming ``token`` (cannot be decrypted) or ``tls_ca_file`` (unreadable).
+        ConsoleError: 409 naming the field that cannot be used (a token that cannot be
+            decrypted, an OAuth2 key file that cannot be read, more than one way set).
+    """
+    oauth2 = bool(connection.oauth2_issuer_url or connection.oauth2_key_file)
+    token = connection_token(connection)
+    ways = [
+        w
+        for w, on in (
+            ("token", token),
+            ("token_file", connection.token_file),
+            ("oauth2_issuer_url", oauth2),
+        )
+        if on
+    ]
+    if len(ways) > 1:
+        raise ConsoleError(
+            f"{connection.name} has more than one way to authenticate ({', '.join(ways)}): "
+            "keep one",
+            status=409,
+            field=ways[1],
+        )
+    try:
+        if connection.token_file:
+            return TokenFile(connection.token_file)
+        if oauth2:
+            return OAuth2ClientCredentials(
+                connection.oauth2_issuer_url,
+                connection.oauth2_audience,
+                connection.oauth2_key_file,
+                connection.oauth2_scope,
+                verify=tls_context(connection.tls_ca_file or None),
+                timeout_s=settings.FULCRUM_PULSAR_READ_TIMEOUT_S,
+            )
+    except AuthError as exc:
+        raise ConsoleError(exc.message, status=409, field=exc.field) from None
+    except PulsarAdminSetupError as exc:
+        raise ConsoleError(exc.message, status=409, field=exc.field) from None
+    return StaticToken(token, "bearer token") if token else None
+
+
+def admin_for(connection: PulsarConnection) -> PulsarAdmin:
+    """The admin client of a connection (its credentials, TLS CA and client certificate), the
+    broker URLs its last observation learned, the timeouts and concurrency of the settings.
+
+    Raises:
+        ConsoleError: 409 naming the field that cannot be used (``token``, ``token_file``,
+            ``oauth2_…``, ``tls_ca_file``, ``tls_cert_file``).
     """
     try:
         return PulsarAdmin(
             connection.admin_url,
-            token=connection_token(connection),
+            auth=connection_auth(connection),
             tls_ca_file=connection.tls_ca_file or None,
+            tls_cert_file=connection.tls_cert_file or None,
+            tls_key_file=connection.tls_key_file or None,
             broker_urls=connection.observation.get("brokerUrls") or None,
+            read_timeout_s=settings.FULCRUM_PULSAR_READ_TIMEOUT_S,
+            concurrency=settings.FULCRUM_PULSAR_CONCURRENCY,
+            deadline_s=settings.FULCRUM_PULSAR_DEADLINE_S,
         )
     except PulsarAdminSetupError as exc:
         raise ConsoleError(exc.message, status=409, field=exc.field) from None
 
 
+def _environment_fields() -> dict[str, str]:
+    """The connection fields the environment sets (``FULCRUM_PULSAR_…``)."""
+    return {
+        "admin_url": settings.FULCRUM_PULSAR_URL,
+        "tls_ca_file": settings.FULCRUM_PULSAR_TLS_CA,
+        "token_file": settings.FULCRUM_PULSAR_TOKEN_FILE,
+        "oauth2_issuer_url": settings.FULCRUM_PULSAR_OAUTH2_ISSUER_URL,
+        "oauth2_audience": settings.FULCRUM_PULSAR_OAUTH2_AUDIENCE,
+        "oauth2_key_file": settings.FULCRUM_PULSAR_OAUTH2_KEY_FILE,
+        "oauth2_scope": settings.FULCRUM_PULSAR_OAUTH2_SCOPE,
+        "tls_cert_file": settings.FULCRUM_PULSAR_TLS_CERT,
+        "tls_key_file": settings.FULCRUM_PULSAR_TLS_KEY,
+        "cluster_name": settings.FULCRUM_PULSAR_CLUSTER,
+    }
+
+
 def pulsar_connection_from_environment() -> PulsarConnection | None:
-    """The connection ``FULCRUM_PULSAR_URL`` names (token from ``FULCRUM_PULSAR_TOKEN``, CA from
-    ``FULCRUM_PULSAR_TLS_CA``), created attached in observe-only mode the first time, its URL
-    kept up to date; None when the variable is not set."""
+    """The connection ``FULCRUM_PULSAR_URL`` names (token from ``FULCRUM_PULSAR_TOKEN``, or
+    ``FULCRUM_PULSAR_TOKEN_FILE``, or ``FULCRUM_PULSAR_OAUTH2_…``; CA from
+    ``FULCRUM_PULSAR_TLS_CA``; client certificate from ``FULCRUM_PULSAR_TLS_CERT``/``_KEY``;
+    cluster from ``FULCRUM_PULSAR_CLUSTER``), created attached in observe-only mode the first
+    time, kept up to date; None when the variable is not set."""
     url = settings.FULCRUM_PULSAR_URL
     if not url:
         return None
     name = settings.FULCRUM_PULSAR_NAME
-    ca = settings.FULCRUM_PULSAR_TLS_CA
+    fields = _environment_fields()
     # Every pass calls this: when nothing changed, one plain read and no lock.
-    unchanged = PulsarConnection.objects.filter(name=name, admin_url=url, tls_ca_file=ca).first()
+    unchanged = PulsarConnection.objects.filter(name=name, **fields).first()
     if unchanged is not None:
         return unchanged
     with transaction.atomic():
@@ -321,10 +408,9 @@ def pulsar_connection_from_environment() -> PulsarConnection | None:
             attached = selectors.pulsar_connection_attached() is not None
             connection = PulsarConnection.objects.create(
                 name=name,
-                admin_url=url,
                 token_env="FULCRUM_PULSAR_TOKEN",
-                tls_ca_file=settings.FULCRUM_PULSAR_TLS_CA,
                 is_attached=not attached,
+                **fields,
             )
             AuditEvent.objects.create(
                 at=timezone.now(),
@@ -335,44 +421,64 @@ def pulsar_connection_from_environment() -> PulsarConnection | None:
             )
             if not attached:
                 _layout_forget(connection, None)
-        elif (connection.admin_url, connection.tls_ca_file) != (
-            url,
-            settings.FULCRUM_PULSAR_TLS_CA,
-        ):
-            if connection.mode == PulsarConnection.Mode.CONTROL:
+        else:
+            changed = [k for k, v in fields.items() if getattr(connection, k) != v]
+            pinned = {"admin_url", "cluster_name"} & set(changed)
+            if connection.mode == PulsarConnection.Mode.CONTROL and pinned:
                 # Pointing a controlled connection elsewhere would leave the old cluster's
                 # shedding off and restore its values on the new one.
                 log.error(
-                    "FULCRUM_PULSAR_URL changed to %s while Fulcrum controls %s at %s: kept; "
-                    "release control first",
+                    "FULCRUM_PULSAR_URL/_CLUSTER changed to %s %s while Fulcrum controls %s at "
+                    "%s: kept; release control first",
                     url,
+                    fields["cluster_name"],
                     name,
                     connection.admin_url,
                 )
-            else:
-                connection.admin_url, connection.tls_ca_file = url, settings.FULCRUM_PULSAR_TLS_CA
-                connection.save(update_fields=["admin_url", "tls_ca_file"])
+                changed = [k for k in changed if k not in pinned]
+            for key in changed:
+                setattr(connection, key, fields[key])
+            if changed:
+                connection.save(update_fields=changed)
     return connection
 
 
-def _summary(seen: Observation, applied: dict[str, Any], secure: bool) -> dict[str, Any]:
-    """What the connection keeps of an observation; ``brokerUrls``: each broker's own web URL
-    from its report (``webServiceUrlTls`` when attached over https)."""
-    key = "webServiceUrlTls" if secure else "webServiceUrl"
+def _iso(seconds: float | None) -> str | None:
+    return datetime.fromtimestamp(seconds, UTC).isoformat() if seconds is not None else None
+
+
+def _summary(seen: Observation, applied: dict[str, Any], calls: int) -> dict[str, Any]:
+    """What the connection keeps of an observation: ``brokerUrls``, each broker's own web URL
+    as Pulsar named it (E4's redirect); ``brokerReads``, broker -> ``{"readAt" (the report's
+    time), "lastUpdate" (Pulsar's last metadata-store write of it, information only), "url",
+    "missing" (figures that could not be read, with why), "calls"}``; ``adminCalls`` made by
+    the pass."""
     return applied | {
         "cluster": seen.cluster,
+        "clusterSource": seen.cluster_source,
         "leader": seen.leader,
         "loadManager": seen.load_manager,
         "extensible": seen.extensible,
         "version": seen.version,
         "versions": seen.versions,
         "lbConfig": seen.lb_config,
-        "brokerUrls": {
-            b: str(r[key])
-            for b, r in seen.reports.items()
-            if isinstance(r.get(key), str) and r[key]
+        "brokerUrls": dict(seen.broker_urls),
+        "brokerReads": {
+            broker: {
+                "readAt": _iso(read.read_at),
+                "lastUpdate": _iso(read.last_update),
+                "url": read.url,
+                "missing": list(read.missing),
+                "calls": read.calls,
+            }
+            for broker, read in sorted(seen.reads.items())
         },
+        "adminCalls": calls,
     }
+
+
+# What each connection's passes keep between them in this process (console.pulsar.observe).
+_caches: dict[int, ObserveCache] = {}
 
 
 def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
@@ -402,17 +508,23 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
             _failed(connection, now, exc.message)
             return None
         with admin:
+            cache = _caches.setdefault(
+                connection.pk, ObserveCache(usage_max_age_s=settings.FULCRUM_BROKER_TIMEOUT_S)
+            )
             try:
-                seen = observe(admin)
+                seen = observe(admin, connection.cluster_name or None, cache=cache)
             except PulsarAdminError as exc:
                 _failed(connection, now, f"{exc.method} {exc.url}: {exc.status} {exc.reason}")
                 raise
-            secure = connection.admin_url.startswith("https://")
-            summary = _summary(seen, pulsar_observation_apply(seen, now=now), secure)
+            summary = _summary(seen, pulsar_observation_apply(seen, now=now), admin.calls)
             summary["verified"] = executor.moves_verify(connection, seen, now=now)
             # Sent after observing: each move is checked against the owners just seen.
             summary["sent"] = executor.moves_send(
-                connection, admin, now=timezone.now(), version=seen.version
+                connection,
+                admin,
+                now=timezone.now(),
+                version=seen.version,
+                extensible=seen.extensible,
             )
             _auto_split_keep_off(connection, admin, seen, now)
     finally:

@@ -278,13 +278,15 @@ def test_a_load_report_becomes_the_report_fulcrum_ingests(fake):
     from console.services.ingest import report_parse
 
     owned = fake.owned[B1] + fake.heartbeats[B1]
-    doc = report_document(B1, local_broker_data(B1, fake.owned[B1]), owned)
+    doc = report_document(B1, local_broker_data(B1, fake.owned[B1]), owned, read_at=1.8e9)
     parsed = report_parse(json.dumps(doc).encode())  # what the ingest path checks
     assert parsed.name == B1
     assert doc["bandwidthIn"] == {"usage": 800.0 * 125, "limit": 1.0e7 * 125}  # kbit/s -> bytes/s
     assert doc["bandwidthOut"] == {"usage": 0.0, "limit": 0.0}  # -1: the NIC's speed is unknown
     assert doc["cpu"] == {"usage": 240.0, "limit": 800.0}
-    assert doc["timestamp"] == pytest.approx(1690979816.792)
+    # The time Fulcrum read it, never lastUpdate (the broker's last metadata-store write).
+    assert doc["timestamp"] == 1.8e9
+    assert "timestamp" not in report_document(B1, local_broker_data(B1, []), [])
     assert doc["bundles"] == fake.owned[B1]  # heartbeats left out
     # Stats only for the bundles it owns now, with Pulsar's counts renamed.
     assert set(doc["bundleStats"]) == set(fake.owned[B1])
@@ -349,9 +351,15 @@ def test_an_observation_becomes_the_metadata_store_and_the_live_load(admin, fake
     # Each report went through the ingest path: the broker's newest entry in the live store.
     entries = loadstore.entries_get([B1, B2])
     assert set(entries) == {B1, B2}
-    # The same reports again: Pulsar has not renewed them; nothing refused.
-    again = pulsar_observation_apply(observe(admin))
-    assert (again["reports"], again["unchanged"], again["refused"]) == (0, 2, [])
+    # Read again: the figures are fresh though lastUpdate (the broker's last metadata-store
+    # write, constant here) has not moved — each report's time is when Fulcrum read it.
+    again_seen = observe(admin)
+    again = pulsar_observation_apply(again_seen)
+    assert (again["reports"], again["unchanged"], again["refused"]) == (2, 0, [])
+    read = again_seen.reads[B1]
+    assert read.last_update == pytest.approx(1690979816.792)
+    assert read.read_at > read.last_update + 86_400  # years after Pulsar's last write
+    assert loadstore.entries_get([B1])[B1].reported_at == pytest.approx(read.read_at)
     # A split in Pulsar: the parent replaced by its children, owned where Pulsar says.
     children = ["public/default/0x80000000_0xa0000000", "public/default/0xa0000000_0xc0000000"]
     fake.owned[B2] = children
@@ -531,9 +539,13 @@ def test_the_extensible_manager_s_metrics_and_topic_stats_make_a_report():
     assert missing.value.field == "metrics.pulsar_lb_memory_usage"
 
 
-def test_the_modular_manager_s_top_n_stats_are_completed_from_its_bundle_metrics(
+def test_bundle_metrics_are_read_only_when_exported_and_a_failed_scrape_keeps_the_report(
     admin, fake, router
 ):
+    """``pulsar_bundle_*`` exist only with exposeBundlesMetricsInPrometheus=true (default false,
+    ModularLoadManagerImpl.updateLocalBrokerData): without it /metrics is never read; with it,
+    an owned bundle missing from lastStats is completed from them, and a scrape that fails
+    marks those figures missing without dropping the report."""
     from console.pulsar.observe import parse_metrics
 
     metrics = "".join(
@@ -545,23 +557,42 @@ def test_the_modular_manager_s_top_n_stats_are_completed_from_its_bundle_metrics
     )
     assert set(parse_metrics(B1, metrics).bundles) == set(fake.owned[B1])  # heartbeats left out
     original = fake.__call__
+    exported = {"value": "false"}
+    scrape = {"fails": False}
 
     def top_one(request):
-        response = original(request)
         on_b1 = request.url.netloc.decode() == B1
+        if request.url.path == "/admin/v2/brokers/configuration/runtime":
+            runtime = original(request).json()
+            return httpx.Response(
+                200, json=runtime | {"exposeBundlesMetricsInPrometheus": exported["value"]}
+            )
         if on_b1 and request.url.path == "/admin/v2/broker-stats/load-report":
-            data = response.json()
+            data = original(request).json()
             data["lastStats"] = {fake.owned[B1][0]: data["lastStats"][fake.owned[B1][0]]}
             return httpx.Response(200, json=data)
         if request.url.path == "/metrics":
+            fake.requests.append(request)
+            if scrape["fails"]:
+                raise httpx.ReadTimeout("timed out", request=request)
             return httpx.Response(200, text=metrics if on_b1 else "")
-        return response
+        return original(request)
 
     router.routes[0].side_effect = top_one
+    seen = observe(admin)
+    assert not any(r.url.path == "/metrics" for r in fake.requests)  # not exported: not read
+    assert set(seen.reports[B1]["lastStats"]) == {fake.owned[B1][0]}
+    exported["value"] = "true"
     seen = observe(admin)
     stats = seen.reports[B1]["lastStats"]
     assert stats[fake.owned[B1][0]]["msgRateIn"] == 10.0  # the report's own figures kept
     assert stats[fake.owned[B1][1]] == {"msgRateIn": 7.0, "topics": 4}  # from the metrics
+    scrape["fails"] = True
+    failed = observe(admin)
+    assert set(failed.reports) == {B1, B2}  # the report stands
+    (missing,) = failed.reads[B1].missing
+    assert missing.startswith("lastStats: 1 owned bundle(s) not in the report, and /metrics")
+    assert "ReadTimeout" in missing
     with pytest.raises(ObservationError) as bad:
         parse_metrics(B1, "pulsar_lb_cpu_usage{broker=} oops\n")
     assert bad.value.field == "metrics"
@@ -573,9 +604,11 @@ def test_over_https_the_token_never_goes_to_a_broker_s_http_url(fake, router, tm
     from console.pulsar.admin import PulsarAdminSetupError
 
     secure = PulsarAdmin(f"https://{B1}", token=TOKEN, broker_urls={B2: "http://broker-2:8080"})
-    assert secure.broker_url("broker-3:8443") == "https://broker-3:8443"
     with pytest.raises(PulsarAdminError, match="refused to send the token over http://"):
         secure.load_report(B2)
+    # Over https a broker's URL is never guessed from its id (whose port is the http one).
+    with pytest.raises(PulsarAdminError, match="https URL of broker broker-3:8080 is not known"):
+        secure.load_report("broker-3:8080")
     assert not fake.requests  # nothing left the client
     with pytest.raises(PulsarAdminSetupError) as unreadable:
         PulsarAdmin(f"https://{B1}", token=TOKEN, tls_ca_file=str(tmp_path / "missing.pem"))

@@ -1,0 +1,46 @@
+"""``manage.py deadman``: the dead-man's process (``console.services.deadman``), a line of the
+Procfile of its own: while Fulcrum controls a Pulsar cluster and the shedding loop stops
+ticking for ``FULCRUM_DEADMAN_S``, control goes back to Pulsar."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.db import close_old_connections
+from django.utils import timezone
+
+from console.services.deadman import DeadmanMemory, deadman_check
+
+log = logging.getLogger("console.deadman")
+
+
+class Command(BaseCommand):
+    help = (
+        "Watch the shedding loop while Fulcrum controls a Pulsar cluster; give control back to "
+        "Pulsar (its shedding on again) when the loop has completed no tick for "
+        "FULCRUM_DEADMAN_S (default 10 loop intervals). Checks every FULCRUM_DEADMAN_CHECK_S."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--once", action="store_true", help="check once and exit")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        memory = DeadmanMemory()
+        said = ""
+        while True:
+            close_old_connections()  # a connection the database dropped is opened again
+            now = timezone.now()
+            what = deadman_check(now, memory)
+            if what != said or "handed back" in what:
+                log.info("%s", what)
+                said = what
+            if options["once"] or stop.wait(settings.FULCRUM_DEADMAN_CHECK_S):
+                return

@@ -1,0 +1,186 @@
+"""The dead-man: never a Pulsar cluster without a balancer.
+
+Taking control turns Pulsar's own shedding off (``services.control``). If Fulcrum's shedding loop
+then stops — the Celery worker or beat dead, stuck, or cut off from Redis — nothing balances the
+cluster. The dead-man runs in a process of its own (``manage.py deadman``, a line of the
+Procfile), sharing nothing with the worker and beat but the database, and checks every
+``FULCRUM_DEADMAN_CHECK_S``: while Fulcrum holds control and the loop has completed no tick
+(a ``ClusterSample``) for ``FULCRUM_DEADMAN_S`` (default 10 loop intervals) since the later of
+its last tick and the moment control was taken, it releases control exactly as an admin's
+release does (the keys put back, the overrides Fulcrum introduced removed, queued moves
+cancelled), audited as the dead-man's, recorded on the connection (``handed_back``) and in
+``/metrics``.
+
+The database may be what failed. Each check keeps in memory what a release needs (the
+connection as last read: its URL, credentials and the values to restore) and the last tick it
+saw; when the database cannot be read and that tick is older than the limit, it restores
+Pulsar from memory (the loop cannot tick without the database either) and records it once the
+database answers again.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+
+from console import metrics, selectors
+from console.models import AuditEvent, ClusterSample, PulsarConnection
+from console.services.control import changes_of, control_release, restore, restored_said
+from console.services.errors import ConsoleError
+from console.services.executor import moves_cancel
+from console.services.pulsar import admin_for
+
+log = logging.getLogger(__name__)
+BY = "the dead-man"
+
+
+def deadman_limit_s() -> float:
+    """``FULCRUM_DEADMAN_S``, else 10 loop intervals of the balancer's configuration (s)."""
+    if settings.FULCRUM_DEADMAN_S is not None:
+        return float(settings.FULCRUM_DEADMAN_S)
+    return 10.0 * float(selectors.balancer_config_get().loop_interval_s)
+
+
+@dataclass
+class DeadmanMemory:
+    """What the dead-man keeps between checks: the controlled connection as last read (a
+    detached copy), the start of the silence it measures, the limit, and a release made
+    while the database was unreachable (``{"at", "why", "restored"}``), to record later."""
+
+    connection: PulsarConnection | None = None
+    since: datetime | None = None
+    limit_s: float = 0.0
+    pending: dict[str, Any] = field(default_factory=dict)
+
+
+def _silence_start(connection: PulsarConnection) -> datetime | None:
+    """The later of the last completed tick and the moment control was taken."""
+    last = ClusterSample.objects.order_by("-at").values_list("at", flat=True).first()
+    marks = [m for m in (last, connection.controlled_at) if m is not None]
+    return max(marks) if marks else None
+
+
+def deadman_check(now: datetime, memory: DeadmanMemory) -> str:
+    """One check (see the module docstring). Never raises: a failure is said and logged, and
+    the next check tries again.
+
+    Returns:
+        What it found or did, in words (logged by the command when it changes).
+    """
+    try:
+        return _check(now, memory)
+    except DatabaseError as exc:
+        return _without_database(now, memory, exc)
+
+
+def _check(now: datetime, memory: DeadmanMemory) -> str:
+    if memory.pending:
+        _record_pending(now, memory)
+    connection = (
+        PulsarConnection.objects.filter(is_attached=True, mode=PulsarConnection.Mode.CONTROL)
+        .order_by("pk")
+        .first()
+    )
+    if connection is None:
+        memory.connection = memory.since = None
+        metrics.PULSAR_CONTROL.set(0)
+        metrics.DEADMAN_SILENCE.set(0)
+        return "no Pulsar cluster under Fulcrum's control: nothing to watch"
+    limit = deadman_limit_s()
+    since = _silence_start(connection)
+    memory.connection, memory.since, memory.limit_s = copy.deepcopy(connection), since, limit
+    silence = (now - since).total_seconds() if since else 0.0
+    metrics.PULSAR_CONTROL.set(1)
+    metrics.DEADMAN_SILENCE.set(max(0.0, silence))
+    metrics.DEADMAN_LIMIT.set(limit)
+    if since is None or silence <= limit:
+        return f"{connection.name} under control; the loop's last tick {silence:.0f} s ago"
+    why = (
+        f"the shedding loop completed no tick for {silence:.0f} s (limit {limit:.0f} s, "
+        f"FULCRUM_DEADMAN_S; silent since {since:%H:%M:%S} UTC)"
+    )
+    try:
+        control_release(connection.pk, actor=None, confirm=True, now=now, by=BY, why=why)
+    except ConsoleError as exc:
+        metrics.DEADMAN_RELEASES.labels(result="failed").inc()
+        log.error("the dead-man could not give %s back to Pulsar: %s", connection.name, exc)
+        return f"{connection.name}: release failed ({exc.message}); tried again at the next check"
+    metrics.DEADMAN_RELEASES.labels(result="released").inc()
+    metrics.PULSAR_CONTROL.set(0)
+    memory.connection = memory.since = None
+    log.warning("the dead-man gave %s back to Pulsar: %s", connection.name, why)
+    return f"{connection.name} handed back to Pulsar: {why}"
+
+
+def _without_database(now: datetime, memory: DeadmanMemory, exc: DatabaseError) -> str:
+    """The database cannot be read: release from memory once the silence passes the limit."""
+    log.error("the dead-man cannot read the database: %s", exc)
+    connection, since = memory.connection, memory.since
+    if connection is None or since is None or memory.pending:
+        return f"database unreadable ({exc}); nothing under control known, or already released"
+    silence = (now - since).total_seconds()
+    metrics.DEADMAN_SILENCE.set(silence)
+    if silence <= memory.limit_s:
+        return f"database unreadable; {connection.name}'s loop silent for {silence:.0f} s"
+    changes = changes_of(connection)
+    try:
+        with admin_for(connection) as admin:
+            failed = restore(admin, changes)
+    except ConsoleError as error:
+        failed = [error.message]
+    if failed:
+        metrics.DEADMAN_RELEASES.labels(result="failed").inc()
+        return f"database unreadable; restoring {connection.name} failed: {'; '.join(failed)}"
+    why = (
+        f"the shedding loop completed no tick for {silence:.0f} s (limit "
+        f"{memory.limit_s:.0f} s) and the database could not be read ({exc})"
+    )
+    memory.pending = {"at": now, "why": why, "restored": restored_said(changes)}
+    metrics.DEADMAN_RELEASES.labels(result="released").inc()
+    metrics.PULSAR_CONTROL.set(0)
+    log.warning("the dead-man gave %s back to Pulsar without the database: %s", connection, why)
+    return f"{connection.name} handed back to Pulsar (database unreadable): {why}"
+
+
+def _record_pending(now: datetime, memory: DeadmanMemory) -> None:
+    """The database answers again after a release made without it: the connection becomes
+    observe-only (its moves cancelled), audited with when and why it happened."""
+    pending, connection = memory.pending, memory.connection
+    memory.pending = {}
+    if connection is None:
+        return
+    at: datetime = pending["at"]
+    with transaction.atomic():
+        row = PulsarConnection.objects.select_for_update().filter(pk=connection.pk).first()
+        if row is None or row.mode != PulsarConnection.Mode.CONTROL:
+            return
+        if row.controlled_at and row.controlled_at > at:
+            return  # control was taken again since: the release is history
+        moves_cancel(row, f"control was handed back to Pulsar by {BY}", now)
+        row.mode, row.previous_config, row.controlled_at = PulsarConnection.Mode.OBSERVE, {}, None
+        row.is_executor_stopped = False
+        row.handed_back = {"at": at.isoformat(), "by": BY, "why": pending["why"]}
+        row.save(
+            update_fields=[
+                "mode",
+                "previous_config",
+                "controlled_at",
+                "is_executor_stopped",
+                "handed_back",
+            ]
+        )
+        AuditEvent.objects.create(
+            at=now,
+            action=AuditEvent.Action.CONTROL,
+            target=row.name,
+            reason=f"control handed back to Pulsar by {BY} at {at:%H:%M:%S} UTC: "
+            f"{pending['why']}; Pulsar's configuration restored: {pending['restored']} "
+            "(recorded once the database answered again)",
+        )
+    memory.connection = memory.since = None
