@@ -76,3 +76,55 @@ DEMO = Layout(
         ("initech/ledger-standby", "ledger-dr", 2),
     ),
 )
+
+
+def generated_layout(
+    brokers: int,
+    namespaces: int,
+    bundles_per_namespace: int,
+    failure_domains: int,
+    *,
+    cluster: str = "demo",
+    namespaces_per_tenant: int = 10,
+) -> Layout:
+    """A layout of any size: ``brokers`` brokers (``broker-1`` …) dealt round-robin over
+    ``failure_domains`` domains (``zone-a`` …, then ``zone-27`` …), each with one of the NAB CPU
+    series in turn; ``namespaces`` namespaces (``tenant-01/ns-0001`` …), ``namespaces_per_tenant``
+    to a tenant, of ``bundles_per_namespace`` bundles each; no anti-affinity group.
+
+    Raises:
+        ValueError: a count below 1, or more failure domains than brokers.
+    """
+    counts = {
+        "brokers": brokers,
+        "namespaces": namespaces,
+        "bundles_per_namespace": bundles_per_namespace,
+        "failure_domains": failure_domains,
+        "namespaces_per_tenant": namespaces_per_tenant,
+    }
+    low = [name for name, value in counts.items() if value < 1]
+    if low:
+        raise ValueError(f"{low[0]} must be at least 1, not {counts[low[0]]}")
+    if failure_domains > brokers:
+        raise ValueError(f"{failure_domains} failure domains need at least as many brokers")
+
+    def domain(i: int) -> str:
+        return f"zone-{chr(ord('a') + i)}" if i < 26 else f"zone-{i + 1}"
+
+    width = max(2, len(str((namespaces - 1) // namespaces_per_tenant + 1)))
+    return Layout(
+        cluster=cluster,
+        brokers=tuple(
+            BrokerSpec(
+                f"broker-{i + 1}",
+                domain(i % failure_domains),
+                f"ec2_cpu_utilization_{_CPU_SERIES[i % len(_CPU_SERIES)]}",
+            )
+            for i in range(brokers)
+        ),
+        namespaces=tuple(
+            f"tenant-{i // namespaces_per_tenant + 1:0{width}d}/ns-{i + 1:04d}"
+            for i in range(namespaces)
+        ),
+        bundles_per_namespace=bundles_per_namespace,
+    )

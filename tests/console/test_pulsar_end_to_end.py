@@ -127,7 +127,7 @@ def test_an_operator_s_unload_to_a_destination_is_verified_in_the_audit(world, d
     bundle_unload(row.name, actor=admin, destination=destination, note="e2e", force=True)
     minute(cluster, clock)  # sent: unowned on the cluster, the leader keeps the destination
     assert cluster.owners[row.name] is None
-    assert cluster.affinity.get(row.name) == destination
+    assert cluster.affinity.get(cluster.affinity_key(row.name)) == destination
     minute(cluster, clock)  # the clients' lookups placed it; observed and verified
     move = PulsarMove.objects.get(bundle=row.name)
     assert (move.state, move.outcome) == ("done", "as-planned")

@@ -13,6 +13,9 @@ from balancer.config import PULSAR_KEYS
 from console.pulsar.observe import EXTENSIBLE_CLASS, KBIT_TO_BYTES, MODULAR_CLASS, version_key
 
 MODULAR: Final = MODULAR_CLASS
+# Shown by E15 as dynamic (Pulsar's ServiceConfiguration marks it so); the simulator cannot switch
+# load managers at runtime, so E18 refuses any other value.
+LISTED_DYNAMIC: Final = ("loadManagerClassName",)
 EXTENSIBLE: Final = EXTENSIBLE_CLASS
 UNEXPECTED: Final = "--- An unexpected error occurred in the server ---"
 CORES: Final = 8  # LocalBrokerData's cpu: percent of one core summed over the cores
@@ -84,6 +87,12 @@ CONFIG: Final[Mapping[str, tuple[bool | int | float | str, bool]]] = {
     "loadBalancerNamespaceMaximumBundles": (128, True),
     "flowOrQpsDifferenceThresholdPercentage": (10, True),
     "namespaceBundleUnloadingTimeoutMs": (60_000, True),
+    # ModularLoadManagerImpl.needBrokerDataUpdate: the broker writes its LocalBrokerData (and
+    # lastUpdate moves) when a figure changed by more than this percentage, or after this long.
+    "loadBalancerReportUpdateThresholdPercentage": (10, True),
+    "loadBalancerReportUpdateMaxIntervalMinutes": (15, True),
+    # pulsar_bundle_* in /metrics (ModularLoadManagerImpl.updateLocalBrokerData): off by default.
+    "exposeBundlesMetricsInPrometheus": (False, False),
     "supportedNamespaceBundleSplitAlgorithms": (ALL_SPLITS, True),
     "defaultNamespaceBundleSplitAlgorithm": ("range_equally_divide", True),
 }
@@ -194,6 +203,7 @@ class _Request:
     query: str
     params: dict[str, str]
     body: bytes
+    secure: bool = False  # came in over https
 
 
 def _escape(value: str) -> str:

@@ -22,6 +22,7 @@ from balancer.splitting.algorithms import TopicLoad
 from console.connectors.pulsar_cluster.common import (
     _RANGE,
     CONFIG,
+    LISTED_DYNAMIC,
     NO_CONTENT,
     SERVICE_PORT,
     RequestRecord,
@@ -51,14 +52,19 @@ class PulsarCluster(ClusterState):
         query: str = "",
         headers: Mapping[str, str] | None = None,
         body: bytes = b"",
+        *,
+        secure: bool = False,
     ) -> Response:
-        """Answer one request sent to broker ``broker_id``: ``path`` still percent-encoded,
-        ``query`` without ``?``. Returns (status, headers, body); every request is recorded in
-        ``requests``. Errors are Pulsar's: ``{"reason"}`` JSON, or 500 ``text/plain`` for an
-        unmapped exception (Pulsar RestException, PulsarWebResource)."""
+        """Answer one request sent to broker ``broker_id`` (over https when ``secure``):
+        ``path`` still percent-encoded, ``query`` without ``?``. Returns (status, headers,
+        body); every request is recorded in ``requests``. Errors are Pulsar's: ``{"reason"}``
+        JSON, or 500 ``text/plain`` for an unmapped exception (Pulsar RestException,
+        PulsarWebResource)."""
         with self.lock:
             self._unloaded = False
-            response = self._route(broker_id, method.upper(), path, query, headers or {}, body)
+            response = self._route(
+                broker_id, method.upper(), path, query, headers or {}, body, secure
+            )
             delay = self.unload_delay_s if self._unloaded else 0.0
             self.requests.append(RequestRecord(broker_id, method.upper(), path, query, response[0]))
         if delay > 0:
@@ -73,6 +79,7 @@ class PulsarCluster(ClusterState):
         query: str,
         headers: Mapping[str, str],
         body: bytes,
+        secure: bool = False,
     ) -> Response:
         if me not in self.port_of:
             return _reason(404, f"broker {me} is not part of this cluster")
@@ -86,7 +93,7 @@ class PulsarCluster(ClusterState):
         while segs and not segs[-1]:
             segs.pop()
         params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
-        request = _Request(me, method, path, query, params, body)
+        request = _Request(me, method, path, query, params, body, secure)
         if segs == ["metrics"] and method == "GET":
             return self._metrics(me)
         if segs[:3] == ["lookup", "v2", "topic"] and method == "GET":
@@ -95,7 +102,7 @@ class PulsarCluster(ClusterState):
             return _reason(404, "Not Found")
         head, rest = segs[2], segs[3:]
         if head == "clusters" and method == "GET":
-            return self._clusters(rest)
+            return self._clusters(request, rest)
         if head == "brokers":
             return self._brokers(request, rest)
         if head == "broker-stats" and method == "GET":
@@ -106,10 +113,20 @@ class PulsarCluster(ClusterState):
             return self._namespaces(request, rest)
         return _reason(404, "Not Found")
 
+    def _remote(self, r: _Request) -> Response:
+        """A call about another cluster of the configuration store: 307 to its service URL
+        (``PulsarWebResource.validateClusterOwnership``), path and query kept."""
+        location = self.remote_url + r.path + (f"?{r.query}" if r.query else "")
+        return 307, {"Location": location, "Content-Type": "application/json"}, b""
+
     # E1, E5
-    def _clusters(self, rest: list[str]) -> Response:
+    def _clusters(self, r: _Request, rest: list[str]) -> Response:
         if not rest:
-            return _json(200, [self.cluster])
+            # ClustersBase.getClusters: every cluster of the configuration store, a Set
+            # ("global" filtered): listed here with the remote ones first.
+            return _json(200, [*self.remote_clusters, self.cluster])
+        if rest[0] in self.remote_clusters:
+            return self._remote(r)
         if rest[0] != self.cluster:
             return _reason(404, f"Cluster {rest[0]} does not exist")
         domains: dict[str, list[str]] = {}
@@ -140,22 +157,39 @@ class PulsarCluster(ClusterState):
             return _json(200, info)
         if rest in (["health"], ["ready"]):
             return _text(200, "ok")
+        if rest[0] in self.remote_clusters:
+            return self._remote(r)
         if rest[0] != self.cluster:
             return _reason(404, f"Cluster {rest[0]} does not exist")
         if len(rest) == 1:
             return _json(200, active)
         if len(rest) == 3 and rest[2] == "ownedNamespaces":
-            named = rest[1]
+            # PulsarWebResource.maybeRedirectToBroker: a http(s):// prefix is dropped; an
+            # unknown id is a 404; another broker's a 307 to its webServiceUrlTls when the
+            # request came over https, else its webServiceUrl.
+            named = re.sub(r"^https?://", "", rest[1])
             if named not in self.active:
-                return _reason(404, f"Broker {named} is not active")
+                return _reason(404, f"Broker id '{rest[1]}' not found in available brokers.")
             if named != r.me:
-                return self._redirect(named, r.path, r.query)
+                return self._redirect(named, r)
             status = {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
             return _json(200, {b: dict(status) for b in self._owned(r.me, system=True)})
         return _reason(404, "Not Found")
 
+    def _config_written(self) -> Response:
+        """E18/E19's success: ``Response.ok()`` (200) from 3.x, 204 before
+        (``BrokersBase.updateDynamicConfiguration``)."""
+        return _text(200, "", "application/json") if self.version >= (3,) else NO_CONTENT
+
+    def _not_dynamic(self) -> Response:
+        """BrokersBase's refusal of a key that is not dynamic ("Can't" from 3.x)."""
+        word = "Can't" if self.version >= (3,) else "Cannot"
+        return _reason(412, f"{word} update non-dynamic configuration")
+
     def _configuration(self, r: _Request, rest: list[str]) -> Response:
-        dynamic = sorted(k for k, (_, is_dynamic) in CONFIG.items() if is_dynamic)
+        dynamic = sorted(
+            {k for k, (_, is_dynamic) in CONFIG.items() if is_dynamic} | set(LISTED_DYNAMIC)
+        )
         if r.method == "GET" and not rest:
             return _json(200, dynamic)
         if r.method == "GET" and rest == ["values"]:
@@ -163,10 +197,12 @@ class PulsarCluster(ClusterState):
         if r.method == "GET" and rest == ["runtime"]:
             runtime = {k: _string(v) for k, v in sorted(self.effective.items())}
             index = self.broker_ids.index(r.me)
+            tls = self.tls_port_of.get(r.me)
             runtime |= {
                 "clusterName": self.cluster,
                 "advertisedAddress": self.host,
                 "webServicePort": str(self.port_of[r.me]),
+                "webServicePortTls": str(tls) if tls else "",
                 "brokerServicePort": str(SERVICE_PORT + index),
             }
             return _json(200, runtime)
@@ -174,18 +210,24 @@ class PulsarCluster(ClusterState):
             return self._set_config(rest[0], rest[1])
         if r.method == "DELETE" and len(rest) == 1:
             if rest[0] not in dynamic:
-                return _reason(412, "Cannot update non-dynamic configuration")
+                return self._not_dynamic()
             # The override goes; the value stays effective until the broker restarts.
             self.overrides.pop(rest[0], None)
-            return NO_CONTENT
+            return self._config_written()
         return _reason(404, "Not Found")
 
     def _set_config(self, name: str, text: str) -> Response:
         """E18: parse ``text`` as the key's type (booleans true/false, numbers) and apply it at
         once, cluster-wide (Pulsar BrokersBase.updateDynamicConfiguration)."""
         entry = CONFIG.get(name)
+        if name in LISTED_DYNAMIC and entry is not None and text == _string(entry[0]):
+            self.overrides[name] = text
+            return self._config_written()
+        if name in LISTED_DYNAMIC:
+            # Dynamic in Pulsar, but a switch of load manager at runtime is not simulated.
+            return _reason(412, "Invalid dynamic-config value")
         if entry is None or not entry[1]:
-            return _reason(412, "Cannot update non-dynamic configuration")
+            return self._not_dynamic()
         default = entry[0]
         value: bool | int | float | str
         try:
@@ -209,7 +251,7 @@ class PulsarCluster(ClusterState):
         self.effective[name] = value
         self.overrides[name] = _string(value)
         log.info("dynamic configuration %s = %s", name, _string(value))
-        return NO_CONTENT
+        return self._config_written()
 
     # E11, E12
     def _broker_stats(self, me: str, rest: list[str]) -> Response:
@@ -257,8 +299,17 @@ class PulsarCluster(ClusterState):
         if not rest or (rest[0] not in tenants and not is_group_query):
             return _reason(404, f"Tenant {rest[0] if rest else ''} does not exist")
         if len(rest) == 1 and r.method == "GET":
+            # The heartbeat namespaces have no policies: Namespaces.getTenantNamespaces does
+            # not list them (pulsar/system it does).
             prefix = rest[0] + "/"
-            return _json(200, [ns for ns in self.boundaries if ns.startswith(prefix)])
+            return _json(
+                200,
+                [
+                    ns
+                    for ns in self.boundaries
+                    if ns.startswith(prefix) and ns not in self.heartbeats
+                ],
+            )
         if len(rest) == 3 and rest[1] == "antiAffinity" and r.method == "GET":
             if rest[0] != self.cluster:
                 return _reason(412, f"Cluster {rest[0]} does not exist")
@@ -306,32 +357,40 @@ class PulsarCluster(ClusterState):
             return _reason(412, f"Invalid bundle range {namespace}/{label}")
         return f"{namespace}/{format_hash(lower)}_{format_hash(upper)}"
 
-    def _redirect(self, broker: str, path: str, query: str, **changes: str | None) -> Response:
+    def web_url(self, broker: str, *, secure: bool) -> str:
+        """``broker``'s web URL for a request that came over https (``secure``: its
+        ``webServiceUrlTls`` when it has one) or http."""
+        tls = self.tls_port_of.get(broker)
+        return f"https://{self.host}:{tls}" if secure and tls else f"http://{broker}"
+
+    def _redirect(self, broker: str, r: _Request, **changes: str | None) -> Response:
         """307 to ``broker`` with the same path and the query changed by ``changes`` (None
-        removes a parameter): Pulsar's redirect to the owner, the leader or the named broker."""
-        params = parse_qs(query, keep_blank_values=True)
+        removes a parameter): Pulsar's redirect to the owner, the leader or the named broker,
+        over https to its TLS port when the request came over https
+        (``PulsarWebResource.maybeRedirectToBroker``, ``validateBundleOwnershipAsync``)."""
+        params = parse_qs(r.query, keep_blank_values=True)
         for key, value in changes.items():
             params.pop(key, None)
             if value is not None:
                 params[key] = [value]
         rest = urlencode(params, doseq=True)
-        location = f"http://{broker}{path}" + (f"?{rest}" if rest else "")
+        location = self.web_url(broker, secure=r.secure) + r.path + (f"?{rest}" if rest else "")
         return 307, {"Location": location, "Content-Type": "application/json"}, b""
 
     def _unload(self, r: _Request, namespace: str, label: str) -> Response:
-        """A1 (§4.1, §4.2): 412 not a bundle; 204 and nothing done when nobody owns it; 409 an
-        inactive destination; modular with a destination: 307 to the leader, which keeps a
-        one-shot affinity and sends the owner the plain unload; extensible: a transfer (500
-        to the same broker). Heartbeat bundles are skipped (204)."""
+        """A1 in the order of ``NamespacesBase.internalUnloadNamespaceBundleAsync``: 412 not a
+        bundle; the destination first (a ``http(s)://`` prefix dropped; not active: 409), and
+        under the modular load manager a 307 to the leader, which keeps the one-shot hint
+        (``setNamespaceBundleAffinity``, keyed as ``affinity_key``) — before the ownership
+        check, so an unowned bundle's hint stays until its next lookup; then 204 and nothing
+        done when nobody owns it; else 307 to the owner (without ``destinationBroker`` under the
+        modular manager) and the unload. Extensible: a transfer (500 to the same broker).
+        Heartbeat bundles are skipped (204)."""
         bundle = self._bundle(namespace, label)
         if not isinstance(bundle, str):
             return bundle
         if namespace in self.system:
             log.info("skip unloading heartbeat bundle %s", bundle)
-            return NO_CONTENT
-        owner = self.owners.get(bundle)
-        if owner is None:
-            log.info("namespace bundle %s is not owned by any broker: nothing to unload", bundle)
             return NO_CONTENT
         destination = r.params.get("destinationBroker") if self.version >= (3,) else None
         if destination:
@@ -340,9 +399,17 @@ class PulsarCluster(ClusterState):
                 return _reason(
                     409, "Not allowed unload namespace bundle to inactive destination broker"
                 )
+            if not self.extensible:
+                if r.me != self.leader:
+                    return self._redirect(self.leader, r)
+                self.affinity[self.affinity_key(bundle)] = destination
+        owner = self.owners.get(bundle)
+        if owner is None:
+            log.info("namespace bundle %s is not owned by any broker: nothing to unload", bundle)
+            return NO_CONTENT
         if self.extensible:
             if r.me != owner:
-                return self._redirect(owner, r.path, r.query, authoritative="true")
+                return self._redirect(owner, r, authoritative="true")
             if destination == owner:
                 return _unexpected(
                     "java.lang.IllegalArgumentException",
@@ -360,16 +427,8 @@ class PulsarCluster(ClusterState):
                 destination,
             )
             return NO_CONTENT
-        if destination:
-            if r.me != self.leader:
-                return self._redirect(self.leader, r.path, r.query)
-            self.affinity[bundle] = destination
-            if r.me != owner:
-                return self._redirect(
-                    owner, r.path, r.query, destinationBroker=None, authoritative="true"
-                )
-        elif r.me != owner:
-            return self._redirect(owner, r.path, r.query, authoritative="true")
+        if r.me != owner:
+            return self._redirect(owner, r, destinationBroker=None, authoritative="true")
         self.owners[bundle] = None
         self._unloaded = True
         log.info("unloaded %s from %s (next owner on lookup: %s)", bundle, owner, destination)
@@ -391,11 +450,14 @@ class PulsarCluster(ClusterState):
 
     def _split(self, r: _Request, namespace: str, label: str) -> Response:
         """A2 (§4.3): 412 an unsupported algorithm, specified_positions_divide without
-        positions or with one outside the bundle, not a bundle, a split that cannot be made;
-        an unowned bundle is assigned first (Pulsar's quirk), a non-owner answers 307. Modular:
-        both children stay with the owner, and with ``unload=true`` are unloaded; extensible:
-        ``unload`` is ignored. An algorithm that finds no boundary splits nothing (204), as
-        NamespaceService.splitAndOwnBundle does."""
+        positions, not a bundle, a split that cannot be made; an unowned bundle is assigned
+        first (Pulsar's quirk), a non-owner answers 307. Modular: both children stay with the
+        owner, and with ``unload=true`` are unloaded; extensible: ``unload`` is ignored.
+        ``SpecifiedPositionsBundleSplitAlgorithm.getSplitBoundary``: positions outside the
+        bundle are dropped silently, and a bundle with at most one topic gives no boundary. An
+        algorithm that finds none splits nothing: 204 under the modular load manager
+        (``NamespaceService.splitAndOwnBundleOnceAndRetry``), 500 under the extensible one
+        (``ExtensibleLoadManagerImpl.splitNamespaceBundleAsync``'s IllegalStateException)."""
         config = self.effective
         algorithm = r.params.get("splitAlgorithmName") or str(
             config["defaultNamespaceBundleSplitAlgorithm"]
@@ -435,17 +497,10 @@ class PulsarCluster(ClusterState):
         if owner is None:
             return _reason(503, f"No broker available to own {bundle}")
         if r.me != owner:
-            return self._redirect(owner, r.path, r.query, authoritative="true")
+            return self._redirect(owner, r, authoritative="true")
         bounds = self.boundaries[namespace]
         index = bounds.index(int(label[2:10], 16))
         lower, upper = bounds[index], bounds[index + 1]
-        outside = [p for p in positions if not lower < p < upper]
-        if algorithm == "specified_positions_divide" and outside:
-            return _reason(
-                412,
-                f"Split bundle failed due to invalid request: position {outside[0]} is not "
-                f"inside {bundle}",
-            )
         try:
             _, cut = get_split_algorithm(algorithm)
             topics = [
@@ -459,7 +514,15 @@ class PulsarCluster(ClusterState):
             ]
             cuts = cut(BundleRange(lower, upper), topics, positions, self._pulsar_config())
             if not cuts:
+                # NamespaceService: "No valid boundary found", the split completes without
+                # splitting (204); ExtensibleLoadManagerImpl.splitNamespaceBundleAsync fails
+                # with an IllegalStateException instead, unmapped: a 500.
                 log.info("no valid boundary found in %s to split it with %s", bundle, algorithm)
+                if self.extensible:
+                    return _unexpected(
+                        "java.lang.IllegalStateException",
+                        f"Bundle {bundle} not found under namespace",
+                    )
                 return NO_CONTENT
             new_bounds = split_boundaries(bounds, BundleRange(lower, upper), cuts)
         except BalancerError as exc:
@@ -470,7 +533,6 @@ class PulsarCluster(ClusterState):
         self.long_term.pop(bundle, None)
         self.samples.pop(bundle, None)
         self.recently_unloaded.pop(bundle, None)
-        self.affinity.pop(bundle, None)
         unload = r.params.get("unload", "false").lower() == "true" and not self.extensible
         children = []
         for a, b in itertools.pairwise(new_bounds[index : index + len(set(cuts)) + 2]):

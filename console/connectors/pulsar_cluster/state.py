@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -52,6 +53,7 @@ from console.connectors.pulsar_cluster.common import (
     _text,
     _version,
 )
+from console.pulsar.observe import affinity_by_range
 
 log = logging.getLogger("fulcrum.pulsar_cluster")
 
@@ -74,6 +76,12 @@ class ClusterState:
             bundle's topics to close); the lock is not held meanwhile.
         clock: wall time in seconds (``lastUpdate`` of load reports).
         log_size: entries kept in each of ``requests``, ``assignments`` and ``shed_log``.
+        remote_clusters: other clusters of the configuration store (a geo-replicated
+            deployment): listed by E1 before the local one, their calls redirected to
+            ``remote_url`` (default one, ``<cluster>-dr``).
+        tls_ports: broker i's https port (None: http only). Broker ids keep the http port, as
+            Pulsar's do whenever both are enabled (``advertisedAddress:webServicePort``).
+        expose_bundle_metrics: ``exposeBundlesMetricsInPrometheus`` (default false, as Pulsar).
 
     Attributes (read them, or change them in a test, holding ``lock`` while servers run):
         broker_ids: in layout order; ``spec_of`` / ``id_of`` map them to the layout's brokers
@@ -107,6 +115,10 @@ class ClusterState:
         unload_delay_s: float = 0.0,
         clock: Callable[[], float] = time.time,
         log_size: int = 10_000,
+        remote_clusters: Sequence[str] | None = None,
+        remote_url: str = "http://remote-cluster.invalid:8080",
+        tls_ports: Sequence[int] | None = None,
+        expose_bundle_metrics: bool = False,
     ) -> None:
         if load_manager not in ("modular", "extensible"):
             raise ValueError(f"load manager must be modular or extensible, not {load_manager!r}")
@@ -125,8 +137,17 @@ class ClusterState:
         self.extensible = load_manager == "extensible"
         self.unload_delay_s, self.clock = unload_delay_s, clock
         self.cluster = layout.cluster
+        self.remote_clusters = (
+            list(remote_clusters) if remote_clusters is not None else [f"{layout.cluster}-dr"]
+        )
+        self.remote_url = remote_url.rstrip("/")
         self.broker_ids = [f"{host}:{ports[i]}" for i in range(len(layout.brokers))]
         self.port_of = {b: ports[i] for i, b in enumerate(self.broker_ids)}
+        if tls_ports is not None and len(tls_ports) < len(layout.brokers):
+            raise ValueError(f"{len(layout.brokers)} brokers need as many TLS ports")
+        self.tls_port_of = (
+            {b: tls_ports[i] for i, b in enumerate(self.broker_ids)} if tls_ports else {}
+        )
         self.spec_of: dict[str, BrokerSpec] = dict(
             zip(self.broker_ids, layout.brokers, strict=True)
         )
@@ -144,6 +165,11 @@ class ClusterState:
             for namespace in (f"pulsar/{self.cluster}/{broker}", f"pulsar/{broker}"):
                 self.system[namespace] = broker
                 self.boundaries[namespace] = initial_boundaries(1)
+        self.heartbeats = set(self.system)
+        # pulsar/system: the system topics' namespace (the extensible load manager's channel);
+        # its one bundle with the leader.
+        self.system["pulsar/system"] = min(self.broker_ids, key=lambda b: self.port_of[b])
+        self.boundaries["pulsar/system"] = initial_boundaries(1)
         self.owners: dict[str, str | None] = {}
         for namespace, bounds in self.boundaries.items():
             for lower, upper in itertools.pairwise(bounds):
@@ -154,6 +180,7 @@ class ClusterState:
         self.effective["loadManagerClassName"] = EXTENSIBLE if self.extensible else MODULAR
         if self.version < (3, 1):
             self.effective["supportedNamespaceBundleSplitAlgorithms"] = ALL_SPLITS.rsplit(",", 1)[0]
+        self.effective["exposeBundlesMetricsInPrometheus"] = expose_bundle_metrics
         self.overrides: dict[str, str] = {}
         self.minute = start_minute
         self.short_term: dict[str, MessageRates] = {}
@@ -175,6 +202,10 @@ class ClusterState:
         self._stats: dict[str, dict[str, Any]] = {}
         self._stats_minute = start_minute
         self._refresh_stats(start_minute)
+        # broker -> (lastUpdate ms, the figures written then): LocalBrokerData's last write to
+        # the metadata store (ModularLoadManagerImpl.writeBrokerDataOnZooKeeper).
+        self.written: dict[str, tuple[int, tuple[float, float, int, float]]] = {}
+        self._write_reports()
 
     # -- the cluster's own life ------------------------------------------------------------------
 
@@ -202,6 +233,7 @@ class ClusterState:
             placed = self._assign(unowned, "client")
             self._refresh_stats(minute)
             self._fold()
+            self._write_reports()
             shed = None
             interval = int(self.effective["loadBalancerSheddingIntervalMinutes"])
             if (
@@ -362,7 +394,7 @@ class ClusterState:
         for bundle in bundles:
             if self.owners.get(bundle) is not None:
                 continue
-            destination = self.affinity.pop(bundle, None)
+            destination = self.affinity.pop(self.affinity_key(bundle), None)
             if destination is not None and destination in self.active:
                 self._own(bundle, destination, cause, affinity=True)
                 placed[bundle] = destination
@@ -410,17 +442,26 @@ class ClusterState:
 
     # -- HTTP --------------------------------------------------------------------------------------
 
-    def load_report(self, broker: str) -> dict[str, Any]:
-        """E11: the modular load manager's ``LocalBrokerData`` of ``broker`` now (§3.3): cpu
-        percent × cores, memory MiB, bandwidth kbit/s, throughput bytes/s, rates msg/s,
-        ``lastStats`` the top ``loadBalancerMaxNumberOfBundlesInBundleLoadReport`` bundles by
-        throughput (-1: all), ``bundles`` every owned bundle (heartbeats included)."""
+    def affinity_key(self, bundle: str) -> str:
+        """The key of the modular leader's destination hint: the bundle's range until
+        apache/pulsar#25518 (4.0.10, 4.2.1), so same-range bundles of two namespaces share one
+        hint (``NamespacesBase.setNamespaceBundleAffinityAsync(bundleRange, …)``); the full
+        name after."""
+        by_range = affinity_by_range(self.pulsar_version, extensible=self.extensible)
+        return bundle.rsplit("/", 1)[-1] if by_range else bundle
+
+    def _local_data(self, broker: str) -> dict[str, Any]:
+        """``LocalBrokerData`` as ``ModularLoadManagerImpl.updateLocalBrokerData`` makes it now
+        (without ``lastUpdate``): ``lastStats`` = every bundle with loaded topics
+        (``PulsarStats.getBundleStats``), and ``bundles``/``numBundles`` counted from them
+        (``LocalBrokerData.updateBundleData``)."""
         doc = self._report(broker)
         spec = self.spec_of[broker]
-        owned = self._owned(broker, system=True)
         per_bundle: dict[str, dict[str, Any]] = {}
-        for bundle in owned:
+        for bundle in self._owned(broker, system=True):
             stats = self._stats.get(bundle, {})
+            if int(stats.get("topics", 0)) <= 0:
+                continue  # no loaded topic: not in PulsarStats' bundle stats
             per_bundle[bundle] = {
                 "msgRateIn": float(stats.get("msgRateIn", 0.0)),
                 "msgThroughputIn": float(stats.get("msgThroughputIn", 0.0)),
@@ -431,30 +472,16 @@ class ClusterState:
                 "topics": int(stats.get("topics", 0)),
                 "cacheSize": 0,
             }
-        ranked = sorted(
-            per_bundle,
-            key=lambda b: (
-                -(per_bundle[b]["msgThroughputIn"] + per_bundle[b]["msgThroughputOut"]),
-                b,
-            ),
-        )
-        top = int(self.effective["loadBalancerMaxNumberOfBundlesInBundleLoadReport"])
-        if top >= 0:
-            ranked = ranked[:top]
         cpu = {"usage": doc["cpu"]["usage"] * CORES, "limit": 100.0 * CORES}
         bandwidth_limit = spec.bandwidth_bytes_per_s * KBIT_PER_BYTE
         bw_in = {"usage": doc["msgThroughputIn"] * KBIT_PER_BYTE, "limit": bandwidth_limit}
         bw_out = {"usage": doc["msgThroughputOut"] * KBIT_PER_BYTE, "limit": bandwidth_limit}
         direct = {"usage": DIRECT_MEMORY_MIB[0], "limit": DIRECT_MEMORY_MIB[1]}
-        max_usage = max(r["usage"] / r["limit"] for r in (cpu, direct, bw_in, bw_out))
-        index = self.broker_ids.index(broker)
-        report: dict[str, Any] = {
-            "webServiceUrl": f"http://{broker}",
-            "pulsarServiceUrl": f"pulsar://{self.host}:{SERVICE_PORT + index}",
-            "persistentTopicsEnabled": True,
-            "nonPersistentTopicsEnabled": True,
+        memory = dict(doc["memory"])
+        max_usage = max(r["usage"] / r["limit"] for r in (cpu, memory, direct, bw_in, bw_out))
+        return {
             "cpu": cpu,
-            "memory": dict(doc["memory"]),
+            "memory": memory,
             "directMemory": direct,
             "bandwidthIn": bw_in,
             "bandwidthOut": bw_out,
@@ -462,26 +489,82 @@ class ClusterState:
             "msgThroughputOut": doc["msgThroughputOut"],
             "msgRateIn": doc["msgRateIn"],
             "msgRateOut": doc["msgRateOut"],
-            "lastUpdate": int(doc["timestamp"] * 1000),
-            "lastStats": {b: per_bundle[b] for b in ranked},
+            "lastStats": per_bundle,
             "numTopics": sum(s["topics"] for s in per_bundle.values()),
-            "numBundles": len(owned),
+            "numBundles": len(per_bundle),
             "numConsumers": sum(s["consumerCount"] for s in per_bundle.values()),
             "numProducers": sum(s["producerCount"] for s in per_bundle.values()),
-            "bundles": owned,
+            "bundles": sorted(per_bundle),
+            "maxResourceUsage": max_usage,
+        }
+
+    def _write_reports(self) -> None:
+        """Each broker's periodic check (``LoadReportUpdaterTask``, every 5 s in Pulsar; every
+        step here): ``ModularLoadManagerImpl.writeBrokerDataOnZooKeeper`` writes its report,
+        and so moves ``lastUpdate``, only when ``needBrokerDataUpdate``: more than
+        ``loadBalancerReportUpdateMaxIntervalMinutes`` since the last write, or a change over
+        ``loadBalancerReportUpdateThresholdPercentage`` in msgRate in+out, throughput in+out or
+        the bundle count (relative, from the last write; from 0 to anything is infinite), or in
+        the maximum resource usage (absolute, percentage points; 3.x's unweighted maximum)."""
+        now_ms = int(self.clock() * 1000)
+        threshold = float(self.effective["loadBalancerReportUpdateThresholdPercentage"])
+        max_ms = float(self.effective["loadBalancerReportUpdateMaxIntervalMinutes"]) * 60_000
+
+        def change(old: float, new: float) -> float:
+            if old == 0:
+                return 0.0 if new == 0 else math.inf
+            return 100.0 * abs((old - new) / old)
+
+        for broker in sorted(self.active):
+            data = self._local_data(broker)
+            figures = (
+                data["msgRateIn"] + data["msgRateOut"],
+                data["msgThroughputIn"] + data["msgThroughputOut"],
+                int(data["numBundles"]),
+                float(data["maxResourceUsage"]),
+            )
+            last = self.written.get(broker)
+            if last is not None and now_ms - last[0] <= max_ms:
+                old = last[1]
+                moved = max(
+                    change(old[0], figures[0]),
+                    change(old[1], figures[1]),
+                    change(old[2], figures[2]),
+                    100.0 * abs(old[3] - figures[3]),
+                )
+                if moved <= threshold:
+                    continue
+            self.written[broker] = (now_ms, figures)
+
+    def load_report(self, broker: str) -> dict[str, Any]:
+        """E11: the modular load manager's ``LocalBrokerData`` of ``broker`` (§3.3): its figures
+        fresh now (``ModularLoadManagerWrapper.generateLoadReport`` =
+        ``updateLocalBrokerData``), ``lastUpdate`` the time of its last metadata-store write
+        (``_write_reports``), not now. Units: cpu percent × cores, memory MiB, bandwidth
+        kbit/s, throughput bytes/s, rates msg/s."""
+        data = self._local_data(broker)
+        index = self.broker_ids.index(broker)
+        tls = self.tls_port_of.get(broker)
+        report: dict[str, Any] = {
+            "webServiceUrl": f"http://{broker}",
+            "webServiceUrlTls": f"https://{self.host}:{tls}" if tls else None,
+            "pulsarServiceUrl": f"pulsar://{self.host}:{SERVICE_PORT + index}",
+            "pulsarServiceUrlTls": None,
+            "persistentTopicsEnabled": True,
+            "nonPersistentTopicsEnabled": True,
+            **data,
+            "lastUpdate": self.written[broker][0] if broker in self.written else 0,
             "lastBundleGains": [],
             "lastBundleLosses": [],
             "brokerVersionString": self.pulsar_version,
             "protocols": {},
             "advertisedListeners": {},
-            "maxResourceUsage": max_usage,
             "loadReportType": "LocalBrokerData",
+            "bundleStats": data["lastStats"],  # LocalBrokerData.getBundleStats() = lastStats
         }
         if self.version >= (3,):
             report["loadManagerClassName"] = MODULAR
             report["startTimestamp"] = self.started_ms
-        else:
-            report["bundleStats"] = {}  # deprecated, still sent by 2.10
         return report
 
     def _topic_stats(self, me: str) -> dict[str, Any]:
@@ -529,7 +612,7 @@ class ClusterState:
                 ({**base, "feature": "max_ema"}, ema * 100.0),
                 ({**base, "feature": "max"}, load.max_resource_usage()),
             ]
-        else:
+        elif self.effective["exposeBundlesMetricsInPrometheus"]:
             bundle_metrics = {
                 "pulsar_bundle_msg_rate_in": "msgRateIn",
                 "pulsar_bundle_msg_rate_out": "msgRateOut",
