@@ -104,13 +104,15 @@ Response = tuple[int, dict[str, str], bytes]
 
 @dataclass(frozen=True, slots=True)
 class RequestRecord:
-    """One request a broker answered: its id, the method, the raw path and query, the status."""
+    """One request a broker answered: its id, the method, the raw path and query, the status,
+    and whether it came over https."""
 
     broker: str
     method: str
     path: str
     query: str
     status: int
+    secure: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,9 @@ class PulsarCluster(ClusterState):
                 broker_id, method.upper(), path, query, headers or {}, body, secure
             )
             delay = self.unload_delay_s if self._unloaded else 0.0
-            self.requests.append(RequestRecord(broker_id, method.upper(), path, query, response[0]))
+            self.requests.append(
+                RequestRecord(broker_id, method.upper(), path, query, response[0], secure)
+            )
         if delay > 0:
             time.sleep(delay)  # the lock is free: other requests go on meanwhile
         return response
