@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import ssl
 import threading
 import time
@@ -72,15 +73,19 @@ class PulsarAdminError(Exception):
 
 
 def error_reason(response: httpx.Response) -> str:
-    """Pulsar's reason for a failed call: ``{"reason": ...}`` (RestException), else the first
-    line of a ``text/plain`` body after Pulsar's "unexpected error" banner, else the status
-    phrase."""
+    """Pulsar's reason for a failed call: ``{"reason": ...}`` (RestException), else the title of
+    an HTML error page (Jetty's, e.g. a 401), else the first line of a ``text/plain`` body after
+    Pulsar's "unexpected error" banner, else the status phrase."""
     try:
         body = response.json()
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("reason"), str):
         return str(body["reason"])
+    if "html" in response.headers.get("content-type", ""):
+        # Jetty's own error page (a 401 from the authentication filter): its title.
+        title = re.search(r"<title>(.*?)</title>", response.text, re.IGNORECASE | re.DOTALL)
+        return title.group(1).strip()[:500] if title else response.reason_phrase
     lines = [
         line.strip()
         for line in response.text.splitlines()

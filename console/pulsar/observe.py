@@ -84,8 +84,9 @@ BUNDLE_METRICS: Final = {
     "pulsar_bundle_producer_count": "producerCount",
 }
 COUNTS: Final = ("topics", "consumerCount", "producerCount")
-# The brokers export pulsar_bundle_* only with this on (ServiceConfiguration; default false).
-BUNDLE_METRICS_KEY: Final = "exposeBundlesMetricsInPrometheus"
+# The brokers export pulsar_bundle_* only with this on (ServiceConfiguration; default false;
+# 2.10 spells it exposeBunlesMetricsInPrometheus).
+BUNDLE_METRICS_KEYS: Final = ("exposeBundlesMetricsInPrometheus", "exposeBunlesMetricsInPrometheus")
 # Pulsar rebuilds broker-stats/topics every statsUpdateFrequencyInSecs (60 s by default): read
 # more often, it says the same.
 TOPIC_STATS_TTL_S: Final = 60.0
@@ -334,7 +335,9 @@ def observe(
     if runtime is not None:
         load_manager = runtime.get("loadManagerClassName", "")
         lb_config = {k: runtime[k] for k in LB_KEYS if k in runtime}
-    bundle_metrics = lb_config.get(BUNDLE_METRICS_KEY, "false").lower() == "true"
+    bundle_metrics = any(
+        (runtime or {}).get(key, "false").lower() == "true" for key in BUNDLE_METRICS_KEYS
+    )
     reads: dict[str, BrokerRead] = {}
 
     def modular(broker: str) -> dict[str, Any]:

@@ -170,6 +170,12 @@ class PulsarCluster(ClusterState):
             # unknown id is a 404; another broker's a 307 to its webServiceUrlTls when the
             # request came over https, else its webServiceUrl.
             named = re.sub(r"^https?://", "", rest[1])
+            if self.version < (3,) and named != r.me:
+                # 2.10's validateBrokerName: a redirect to the host named, known or not, on the
+                # id's (http) port whatever the request's scheme.
+                scheme = "https" if r.secure else "http"
+                location = f"{scheme}://{named}{r.path}" + (f"?{r.query}" if r.query else "")
+                return 307, {"Location": location, "Content-Type": "application/json"}, b""
             if named not in self.active:
                 return _reason(404, f"Broker id '{rest[1]}' not found in available brokers.")
             if named != r.me:
@@ -178,10 +184,12 @@ class PulsarCluster(ClusterState):
             return _json(200, {b: dict(status) for b in self._owned(r.me, system=True)})
         return _reason(404, "Not Found")
 
-    def _config_written(self) -> Response:
-        """E18/E19's success: ``Response.ok()`` (200) from 3.x, 204 before
-        (``BrokersBase.updateDynamicConfiguration``)."""
-        return _text(200, "", "application/json") if self.version >= (3,) else NO_CONTENT
+    def _config_written(self, *, delete: bool = False) -> Response:
+        """E18/E19's success (``BrokersBase``): 200 (``Response.ok()``), but 204 for a delete
+        before 3.0."""
+        if delete and self.version < (3,):
+            return NO_CONTENT
+        return 200, {}, b""
 
     def _not_dynamic(self) -> Response:
         """BrokersBase's refusal of a key that is not dynamic ("Can't" from 3.x)."""
@@ -200,13 +208,18 @@ class PulsarCluster(ClusterState):
             runtime = {k: _string(v) for k, v in sorted(self.effective.items())}
             index = self.broker_ids.index(r.me)
             tls = self.tls_port_of.get(r.me)
+            # ServiceConfiguration's Optional<Integer> ports print as Java's Optional does.
             runtime |= {
                 "clusterName": self.cluster,
                 "advertisedAddress": self.host,
-                "webServicePort": str(self.port_of[r.me]),
-                "webServicePortTls": str(tls) if tls else "",
-                "brokerServicePort": str(SERVICE_PORT + index),
+                "webServicePort": f"Optional[{self.port_of[r.me]}]",
+                "webServicePortTls": f"Optional[{tls}]" if tls else "Optional.empty",
+                "brokerServicePort": f"Optional[{SERVICE_PORT + index}]",
             }
+            if self.version < (3,):
+                # 2.10 spells the key exposeBunlesMetricsInPrometheus (fixed later).
+                value = runtime.pop("exposeBundlesMetricsInPrometheus")
+                runtime["exposeBunlesMetricsInPrometheus"] = value
             return _json(200, runtime)
         if r.method == "POST" and len(rest) == 2:
             return self._set_config(rest[0], rest[1])
@@ -215,7 +228,7 @@ class PulsarCluster(ClusterState):
                 return self._not_dynamic()
             # The override goes; the value stays effective until the broker restarts.
             self.overrides.pop(rest[0], None)
-            return self._config_written()
+            return self._config_written(delete=True)
         return _reason(404, "Not Found")
 
     def _set_config(self, name: str, text: str) -> Response:
@@ -336,8 +349,10 @@ class PulsarCluster(ClusterState):
                 200, {"boundaries": [format_hash(b) for b in bounds], "numBundles": len(bounds) - 1}
             )
         if tail == ["antiAffinity"] and r.method == "GET":
+            # Namespaces.getNamespaceAntiAffinityGroup returns a String: raw text under the
+            # resource's JSON media type; none: 204.
             group = self.groups.get(namespace)
-            return _text(200, group) if group else NO_CONTENT
+            return _text(200, group, "application/json") if group else NO_CONTENT
         if tail == ["unload"] and r.method == "PUT":
             return self._unload_namespace(namespace)
         if len(tail) == 2 and tail[1] == "unload" and r.method == "PUT":
@@ -403,7 +418,7 @@ class PulsarCluster(ClusterState):
                 )
             if not self.extensible:
                 if r.me != self.leader:
-                    return self._redirect(self.leader, r)
+                    return self._redirect(self.leader, r, authoritative="false")
                 self.affinity[self.affinity_key(bundle)] = destination
         owner = self.owners.get(bundle)
         if owner is None:
@@ -411,7 +426,8 @@ class PulsarCluster(ClusterState):
             return NO_CONTENT
         if self.extensible:
             if r.me != owner:
-                return self._redirect(owner, r, authoritative="true")
+                hop = "true" if destination else "false"
+                return self._redirect(owner, r, authoritative=hop)
             if destination == owner:
                 return _unexpected(
                     "java.lang.IllegalArgumentException",
@@ -430,7 +446,9 @@ class PulsarCluster(ClusterState):
             )
             return NO_CONTENT
         if r.me != owner:
-            return self._redirect(owner, r, destinationBroker=None, authoritative="true")
+            # From the leader (a destination was given) the owner hop is authoritative.
+            hop = "true" if destination else "false"
+            return self._redirect(owner, r, destinationBroker=None, authoritative=hop)
         self.owners[bundle] = None
         self._unloaded = True
         log.info("unloaded %s from %s (next owner on lookup: %s)", bundle, owner, destination)
@@ -473,7 +491,7 @@ class PulsarCluster(ClusterState):
             return _reason(
                 412,
                 "Unsupported namespace bundle split algorithm, supported algorithms are "
-                + str(supported),
+                f"[{', '.join(supported)}]",  # a Java List's toString
             )
         try:
             positions = json.loads(r.body) if r.body.strip() else []

@@ -568,26 +568,103 @@ class ClusterState:
         return report
 
     def _topic_stats(self, me: str) -> dict[str, Any]:
-        """E12: namespace -> bundle range -> "persistent" -> topic -> stats (§3.5)."""
+        """E12: namespace -> bundle range -> "persistent" -> topic -> stats, as
+        ``PulsarStats.updateStats`` writes them by hand (``PersistentTopic.updateRates``): the
+        producers (``StreamingStats.writePublisherStats``, one per topic here), replication
+        (none here), one Shared subscription per reader (``writeConsumerStats``, one consumer
+        each), then the topic's counters. From 3.0 the subscriptions and consumers carry
+        ``messageAckRate`` and the subscriptions the filter counters, the topic
+        ``filteredEntriesCount``. Rates msg/s, throughput bytes/s, sizes bytes."""
         out: dict[str, Any] = {}
+        since = "2026-11-24T09:00:00.000Z"
+        modern = self.version >= (3,)
         for bundle in self._owned(me):
             topics = self._stats.get(bundle, {}).get("topicStats", [])
             if not topics:
                 continue
             namespace, label = bundle.rsplit("/", 1)
             persistent = {}
-            for t in topics:
-                rate = t["msgRateIn"]
-                persistent[t["topic"]] = {
+            for index, t in enumerate(topics):
+                rate, size = t["msgRateIn"], 0.0
+                if rate:
+                    size = t["msgThroughputIn"] / rate
+                readers = max(1, round(t["msgRateOut"] / rate)) if rate else 1
+                publisher = {
                     "msgRateIn": rate,
                     "msgThroughputIn": t["msgThroughputIn"],
-                    "msgRateOut": t["msgRateOut"],
-                    "msgThroughputOut": t["msgThroughputOut"],
-                    "averageMsgSize": t["msgThroughputIn"] / rate if rate else 0.0,
-                    "storageSize": 0,
-                    "publishers": [],
-                    "subscriptions": {},
+                    "averageMsgSize": size,
+                    "address": f"/10.0.0.{index % 250 + 1}:5{index % 10000:04d}",
+                    "producerId": 0,
+                    "producerName": f"{self.cluster}-{index}-0",
+                    "connectedSince": since,
+                    "clientVersion": "Pulsar-Java-v3.3.2",
+                    "metadata": {},
                 }
+                subscriptions = {}
+                for reader in range(readers):
+                    share = t["msgRateOut"] / readers
+                    consumer: dict[str, Any] = {
+                        "address": f"/10.0.1.{reader % 250 + 1}:4{index % 10000:04d}",
+                        "consumerName": f"reader-{reader}-c0",
+                        "availablePermits": 1000,
+                        "connectedSince": since,
+                        "msgRateOut": share,
+                        "msgThroughputOut": t["msgThroughputOut"] / readers,
+                        "msgRateRedeliver": 0.0,
+                        "avgMessagesPerEntry": 1,
+                        "unackedMessages": 0,
+                        "blockedConsumerOnUnackedMsgs": False,
+                        "clientVersion": "Pulsar-Java-v3.3.2",
+                        "metadata": {},
+                    }
+                    subscription: dict[str, Any] = {
+                        "consumers": [consumer],
+                        "msgBacklog": 0,
+                        "msgRateExpired": 0.0,
+                        "msgRateOut": share,
+                        "msgThroughputOut": t["msgThroughputOut"] / readers,
+                        "msgRateRedeliver": 0.0,
+                        "numberOfEntriesSinceFirstNotAckedMessage": 1,
+                        "totalNonContiguousDeletedMessagesRange": 0,
+                        "type": "Shared",
+                        "blockedSubscriptionOnUnackedMsgs": False,
+                        "unackedMessages": 0,
+                    }
+                    if modern:
+                        consumer["messageAckRate"] = share
+                        subscription["messageAckRate"] = share
+                        subscription |= dict.fromkeys(
+                            (
+                                "filterProcessedMsgCount",
+                                "filterAcceptedMsgCount",
+                                "filterRejectedMsgCount",
+                                "filterRescheduledMsgCount",
+                            ),
+                            0,
+                        )
+                    subscriptions[f"reader-{reader}"] = subscription
+                counted = int(rate * 3600)
+                stats: dict[str, Any] = {
+                    "publishers": [publisher],
+                    "replication": {},
+                    "subscriptions": subscriptions,
+                    "producerCount": 1,
+                    "averageMsgSize": size,
+                    "msgRateIn": rate,
+                    "msgRateOut": t["msgRateOut"],
+                    "msgInCount": counted,
+                    "bytesInCount": int(counted * size),
+                    "msgOutCount": counted * readers,
+                    "bytesOutCount": int(counted * size * readers),
+                    "msgThroughputIn": t["msgThroughputIn"],
+                    "msgThroughputOut": t["msgThroughputOut"],
+                    "storageSize": int(counted * size),
+                    "backlogSize": 0,
+                    "pendingAddEntriesCount": 0,
+                }
+                if modern:
+                    stats["filteredEntriesCount"] = 0
+                persistent[t["topic"]] = stats
             out.setdefault(namespace, {})[label] = {"persistent": persistent}
         return out
 
