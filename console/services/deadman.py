@@ -150,37 +150,44 @@ def _without_database(now: datetime, memory: DeadmanMemory, exc: DatabaseError) 
 
 def _record_pending(now: datetime, memory: DeadmanMemory) -> None:
     """The database answers again after a release made without it: the connection becomes
-    observe-only (its moves cancelled), audited with when and why it happened."""
+    observe-only (its moves cancelled), audited with when and why it happened. Kept in memory
+    until this commits.
+
+    Raises:
+        DatabaseError: the database still does not answer.
+    """
     pending, connection = memory.pending, memory.connection
-    memory.pending = {}
     if connection is None:
+        memory.pending = {}
         return
     at: datetime = pending["at"]
     with transaction.atomic():
         row = PulsarConnection.objects.select_for_update().filter(pk=connection.pk).first()
-        if row is None or row.mode != PulsarConnection.Mode.CONTROL:
-            return
-        if row.controlled_at and row.controlled_at > at:
-            return  # control was taken again since: the release is history
-        moves_cancel(row, f"control was handed back to Pulsar by {BY}", now)
-        row.mode, row.previous_config, row.controlled_at = PulsarConnection.Mode.OBSERVE, {}, None
-        row.is_executor_stopped = False
-        row.handed_back = {"at": at.isoformat(), "by": BY, "why": pending["why"]}
-        row.save(
-            update_fields=[
-                "mode",
-                "previous_config",
-                "controlled_at",
-                "is_executor_stopped",
-                "handed_back",
-            ]
-        )
-        AuditEvent.objects.create(
-            at=now,
-            action=AuditEvent.Action.CONTROL,
-            target=row.name,
-            reason=f"control handed back to Pulsar by {BY} at {at:%H:%M:%S} UTC: "
-            f"{pending['why']}; Pulsar's configuration restored: {pending['restored']} "
-            "(recorded once the database answered again)",
-        )
+        if (
+            row is not None
+            and row.mode == PulsarConnection.Mode.CONTROL
+            and not (row.controlled_at and row.controlled_at > at)  # not taken again since
+        ):
+            moves_cancel(row, f"control was handed back to Pulsar by {BY}", now)
+            row.mode, row.previous_config = PulsarConnection.Mode.OBSERVE, {}
+            row.controlled_at, row.is_executor_stopped = None, False
+            row.handed_back = {"at": at.isoformat(), "by": BY, "why": pending["why"]}
+            row.save(
+                update_fields=[
+                    "mode",
+                    "previous_config",
+                    "controlled_at",
+                    "is_executor_stopped",
+                    "handed_back",
+                ]
+            )
+            AuditEvent.objects.create(
+                at=now,
+                action=AuditEvent.Action.CONTROL,
+                target=row.name,
+                reason=f"control handed back to Pulsar by {BY} at {at:%H:%M:%S} UTC: "
+                f"{pending['why']}; Pulsar's configuration restored: {pending['restored']} "
+                "(recorded once the database answered again)",
+            )
+    memory.pending = {}
     memory.connection = memory.since = None

@@ -1,8 +1,19 @@
 """The console's tests run against the tests' own Redis (``make test`` starts it)."""
 
-import pytest
+from datetime import UTC, datetime
 
+import pytest
+import respx
+import time_machine
+
+from balancer.simulator.layout import DEMO
+from balancer.simulator.traces import default_traces_dir, load_functions
+from balancer.simulator.workload import build_workload
+from console.connectors.pulsar_cluster import PulsarCluster
 from tests.conftest import BUNDLE_LOADS
+from tests.console.pulsar_world import TOKEN, answer, flat_cpu
+
+START = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture(autouse=True)
@@ -25,3 +36,46 @@ def owns_one(cluster):
     bundle.owner = Broker.objects.get(name="broker-1")
     bundle.save()
     return bundle
+
+
+@pytest.fixture(scope="session")
+def workload():
+    """The demo layout's topics and their rates from the traces (read once)."""
+    return build_workload(DEMO, load_functions(default_traces_dir()))
+
+
+@pytest.fixture
+def pulsar_world(workload, db, settings):
+    """The demo cluster answering through respx at its ports, the console attached, in control."""
+    from console.models import PulsarConnection
+    from console.services.control import control_take
+    from console.services.pulsar import pulsar_sync_run, token_encrypt
+    from console.services.seed import config_seed
+
+    settings.FULCRUM_PULSAR_URL = ""
+    settings.FULCRUM_PULSAR_TAKE_CONTROL_AT_START = False
+
+    def build(*, pulsar_sheds: bool = False, **options):
+        """The cluster (``PulsarCluster``'s ``options``), observed once, control taken;
+        ``pulsar_sheds``: Pulsar's own shedding on until then (off: nothing moves but
+        Fulcrum's)."""
+        cluster = PulsarCluster(workload, flat_cpu(), token=TOKEN, start_minute=600, **options)
+        cluster.effective["loadBalancerSheddingEnabled"] = pulsar_sheds
+        router.route().mock(side_effect=answer(cluster))
+        config_seed()
+        connection = PulsarConnection.objects.create(
+            name="demo",
+            admin_url=f"http://{cluster.broker_ids[0]}",
+            token_encrypted=token_encrypt(TOKEN),
+            is_attached=True,
+        )
+        cluster.step(datetime.now(UTC).timestamp())
+        pulsar_sync_run()
+        control_take(connection.pk, actor=None, confirm=True, now=datetime.now(UTC))
+        return cluster, connection
+
+    with (
+        time_machine.travel(START, tick=False) as clock,
+        respx.mock(assert_all_called=False) as router,
+    ):
+        yield build, clock

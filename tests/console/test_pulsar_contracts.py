@@ -25,8 +25,6 @@ import pytest
 import respx
 
 from balancer.simulator.layout import DEMO
-from balancer.simulator.traces import default_traces_dir, load_functions
-from balancer.simulator.workload import build_workload
 from console.connectors.pulsar_cluster import PulsarCluster
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.pulsar.observe import (
@@ -358,11 +356,6 @@ def same_fields(fixture_body: Any, ours: Any, maps: list[str]) -> tuple[set[str]
         }
 
     return kept(theirs) - kept(mine), kept(mine) - kept(theirs)
-
-
-@pytest.fixture(scope="module")
-def workload():
-    return build_workload(DEMO, load_functions(default_traces_dir()))
 
 
 class Simulated:

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from urllib.parse import parse_qs
 
 import httpx
-import numpy as np
 import pytest
 import respx
 import time_machine
@@ -23,49 +22,15 @@ import trustme
 from balancer.cycle import broker_life
 from balancer.safety import SafetyConfig
 from balancer.simulator.layout import DEMO
-from balancer.simulator.traces import default_traces_dir, load_functions
-from balancer.simulator.workload import build_workload
 from console.connectors.pulsar_cluster import PulsarCluster, serve, stop
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.pulsar.auth import AuthError, OAuth2ClientCredentials, TokenFile
 from console.pulsar.observe import ObserveCache, cluster_name, observe
+from tests.console.pulsar_world import TOKEN, answer, flat_cpu
 from tests.support import free_ports
 
-TOKEN = "reality-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 START = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture(scope="module")
-def workload():
-    return build_workload(DEMO, load_functions(default_traces_dir()))
-
-
-def flat_cpu(percent: float = 40.0) -> dict[str, np.ndarray]:
-    """Every broker's background CPU steady at ``percent``: load changes come from bundles."""
-    return {b.name: np.full(288, percent) for b in DEMO.brokers}
-
-
-def answer(cluster: PulsarCluster):
-    """respx side effect: the request answered by the broker its URL names (over https: the
-    broker whose TLS port it is)."""
-    by_tls = {f"{cluster.host}:{port}": b for b, port in cluster.tls_port_of.items()}
-
-    def respond(request: httpx.Request) -> httpx.Response:
-        netloc = request.url.netloc.decode()
-        secure = request.url.scheme == "https"
-        status, headers, body = cluster.handle(
-            by_tls.get(netloc, netloc) if secure else netloc,
-            request.method,
-            request.url.path,
-            request.url.query.decode(),
-            dict(request.headers),
-            request.content,
-            secure=secure,
-        )
-        return httpx.Response(status, headers=headers, content=body)
-
-    return respond
 
 
 def quiet_layout(cluster: PulsarCluster) -> str:
@@ -305,40 +270,6 @@ def test_before_the_fix_two_same_range_hints_cross_wire(workload, version, cross
         assert (cluster.owners[first], cluster.owners[second]) == (ids[5], ids[6])
 
 
-@pytest.fixture
-def world(workload, db, settings):
-    """The demo cluster answering through respx at its ports, the console attached, in control."""
-    from console.models import PulsarConnection
-    from console.services.control import control_take
-    from console.services.pulsar import pulsar_sync_run, token_encrypt
-    from console.services.seed import config_seed
-
-    settings.FULCRUM_PULSAR_URL = ""
-    settings.FULCRUM_PULSAR_TAKE_CONTROL_AT_START = False
-
-    def build(**options):
-        cluster = PulsarCluster(workload, flat_cpu(), token=TOKEN, start_minute=600, **options)
-        cluster.effective["loadBalancerSheddingEnabled"] = False
-        router.route().mock(side_effect=answer(cluster))
-        config_seed()
-        connection = PulsarConnection.objects.create(
-            name="demo",
-            admin_url=f"http://{cluster.broker_ids[0]}",
-            token_encrypted=token_encrypt(TOKEN),
-            is_attached=True,
-        )
-        cluster.step(time.time())
-        pulsar_sync_run()
-        control_take(connection.pk, actor=None, confirm=True, now=datetime.now(UTC))
-        return cluster, connection
-
-    with (
-        time_machine.travel(START, tick=False) as clock,
-        respx.mock(assert_all_called=False) as router,
-    ):
-        yield build, clock
-
-
 def queue(connection, bundle: str, source: str, **fields):
     from django.utils import timezone
 
@@ -353,11 +284,11 @@ def queue(connection, bundle: str, source: str, **fields):
     )
 
 
-def test_the_executor_keeps_one_destination_unload_per_range_in_flight(world):
+def test_the_executor_keeps_one_destination_unload_per_range_in_flight(pulsar_world):
     from console.models import PulsarMove
     from console.services.pulsar import pulsar_sync_run
 
-    build, clock = world
+    build, clock = pulsar_world
     cluster, connection = build(pulsar_version="3.3.2")
     ids = cluster.broker_ids
     first, second = "acme/orders/0x10000000_0x20000000", "acme/payments/0x10000000_0x20000000"
@@ -380,11 +311,11 @@ def test_the_executor_keeps_one_destination_unload_per_range_in_flight(world):
     assert PulsarMove.objects.filter(state="done").count() == 2
 
 
-def test_a_split_pulsar_makes_nothing_of_is_reported_as_a_no_op(world):
+def test_a_split_pulsar_makes_nothing_of_is_reported_as_a_no_op(pulsar_world):
     from console.services.executor import NO_SPLIT
     from console.services.pulsar import pulsar_sync_run
 
-    build, clock = world
+    build, clock = pulsar_world
     cluster, connection = build()
     bundle = "acme/orders/0x10000000_0x20000000"
     outside = [0x30000000]  # SpecifiedPositionsBundleSplitAlgorithm drops it: no boundary
@@ -407,11 +338,11 @@ def test_a_split_pulsar_makes_nothing_of_is_reported_as_a_no_op(world):
     assert move.outcome_reason.startswith(NO_SPLIT)
 
 
-def test_under_the_extensible_manager_the_no_boundary_500_is_a_no_op_at_once(world):
+def test_under_the_extensible_manager_the_no_boundary_500_is_a_no_op_at_once(pulsar_world):
     from console.services.executor import NO_SPLIT
     from console.services.pulsar import pulsar_sync_run
 
-    build, _ = world
+    build, _ = pulsar_world
     cluster, connection = build(load_manager="extensible")
     bundle = "acme/orders/0x10000000_0x20000000"
     move = queue(
