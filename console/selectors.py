@@ -1208,14 +1208,36 @@ def pulsar_connection_attached() -> PulsarConnection | None:
     return PulsarConnection.objects.filter(is_attached=True).first()
 
 
+def _pulsar_auth(connection: PulsarConnection) -> str:
+    """How the connection authenticates, in words (never the secret)."""
+    if connection.oauth2_issuer_url or connection.oauth2_key_file:
+        said = f"OAuth2 client credentials from {connection.oauth2_issuer_url}"
+        if connection.oauth2_audience:
+            said += f" (audience {connection.oauth2_audience})"
+    elif connection.token_file:
+        said = f"token file {connection.token_file} (read again when it changes)"
+    elif connection.token_env:
+        said = f"token from the environment ({connection.token_env})"
+    elif connection.token_encrypted:
+        said = "token stored, encrypted"
+    else:
+        said = "no token"
+    if connection.tls_cert_file:
+        said += f"; TLS client certificate {connection.tls_cert_file}"
+    return said
+
+
 def pulsar_status(moves: int = 50) -> dict[str, Any]:
     """The Pulsar connections and, for the attached one, its moves in flight and the latest ended.
 
     Returns:
         ``{"connections": [{"id", "name", "adminUrl", "attached", "mode", "executorStopped",
-        "maxMovesInFlight", "token": "environment <VAR>"|"stored, encrypted"|"none",
-        "tlsCaFile", "observedAt", "observation", "previousConfig", "inFlight"}],
-        "moves": [PulsarMove.summary(), ...] newest first}``.
+        "maxMovesInFlight", "token": "environment <VAR>"|"stored, encrypted"|"none", "auth"
+        (how it authenticates, in words), "clusterName" (configured, "" from the brokers),
+        "tlsCaFile", "observedAt", "observation", "previousConfig", "inFlight", "controlledAt",
+        "handedBack" ({"at", "by", "why"} or {})}], "deadman": {"limitS", "lastTickAt"} (the
+        dead-man's limit and the shedding loop's last completed tick), "moves":
+        [PulsarMove.summary(), ...] newest first}``.
     """
     out = []
     attached = None
@@ -1237,11 +1259,15 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
                 "executorStopped": c.is_executor_stopped,
                 "maxMovesInFlight": c.max_moves_in_flight,
                 "token": token,
+                "auth": _pulsar_auth(c),
+                "clusterName": c.cluster_name,
                 "tlsCaFile": c.tls_ca_file,
                 "observedAt": c.observed_at.isoformat() if c.observed_at else None,
                 "observation": observation,
                 "previousConfig": c.previous_config,
                 "inFlight": in_flight,
+                "controlledAt": c.controlled_at.isoformat() if c.controlled_at else None,
+                "handedBack": c.handed_back,
             }
         )
         if c.is_attached:
@@ -1251,7 +1277,34 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
         flying = list(attached.moves.filter(state__in=PulsarMove.IN_FLIGHT).order_by("-id"))
         ended = list(attached.moves.filter(state=PulsarMove.State.DONE).order_by("-id")[:moves])
         rows = [m.summary() for m in flying + ended]
-    return {"connections": out, "moves": rows}
+    last_tick = ClusterSample.objects.order_by("-at").values_list("at", flat=True).first()
+    return {
+        "connections": out,
+        "deadman": {
+            "limitS": deadman_limit_s(),
+            "lastTickAt": last_tick.isoformat() if last_tick else None,
+        },
+        "moves": rows,
+    }
+
+
+def deadman_limit_s() -> float:
+    """The dead-man's limit (``console.services.deadman``): ``FULCRUM_DEADMAN_S``, else 10 loop
+    intervals of the balancer's configuration (s)."""
+    if settings.FULCRUM_DEADMAN_S is not None:
+        return float(settings.FULCRUM_DEADMAN_S)
+    return 10.0 * float(balancer_config_get().loop_interval_s)
+
+
+def pulsar_broker_read(name: str) -> dict[str, Any] | None:
+    """How the attached Pulsar connection's last pass read broker ``name``'s load: ``{"readAt",
+    "lastUpdate" (Pulsar's last metadata-store write of it, information only), "url",
+    "missing", "calls"}``; None when no cluster is attached or the broker was not read."""
+    connection = PulsarConnection.objects.filter(is_attached=True).only("observation").first()
+    if connection is None:
+        return None
+    read = (connection.observation.get("brokerReads") or {}).get(name)
+    return read if isinstance(read, dict) else None
 
 
 def report_runs_running() -> bool:

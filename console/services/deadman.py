@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import DatabaseError, transaction
 
-from console import metrics, selectors
+from console import metrics
 from console.models import AuditEvent, ClusterSample, PulsarConnection
+from console.selectors import deadman_limit_s
 from console.services.control import changes_of, control_release, restore, restored_said
 from console.services.errors import ConsoleError
 from console.services.executor import moves_cancel
@@ -38,13 +38,6 @@ from console.services.pulsar import admin_for
 
 log = logging.getLogger(__name__)
 BY = "the dead-man"
-
-
-def deadman_limit_s() -> float:
-    """``FULCRUM_DEADMAN_S``, else 10 loop intervals of the balancer's configuration (s)."""
-    if settings.FULCRUM_DEADMAN_S is not None:
-        return float(settings.FULCRUM_DEADMAN_S)
-    return 10.0 * float(selectors.balancer_config_get().loop_interval_s)
 
 
 @dataclass

@@ -1399,16 +1399,27 @@ const Fulcrum = (() => {
         const facts = el("dl", {class: "facts"});
         const fact = (k, v) => { facts.appendChild(el("dt", {}, k)); facts.appendChild(el("dd", {}, v)); };
         fact("Admin URL", attached.adminUrl);
-        fact("Token", attached.token);
+        fact("Authentication", attached.auth || attached.token);
         if (attached.tlsCaFile) fact("TLS CA", attached.tlsCaFile);
-        fact("Observed", `${time(attached.observedAt)} UTC (${age(attached.observedAt)})`);
-        fact("Cluster", `${o.cluster || "?"}, leader ${o.leader || "unknown"}`);
+        fact("Observed", `${time(attached.observedAt)} UTC (${age(attached.observedAt)})${o.adminCalls !== undefined ? `, ${o.adminCalls} admin calls` : ""}`);
+        const source = {configured: "as configured, checked against the brokers' own clusterName", clusterName: "the brokers' own clusterName", "the only cluster listed": "the only cluster Pulsar lists"}[o.clusterSource] || "";
+        fact("Cluster", `${o.cluster || "?"}${source ? ` — ${source}` : ""}; leader ${o.leader || "unknown"}`);
         fact("Load manager", `${short(o.loadManager)}${o.extensible ? " (load from /metrics and topic stats)" : ""}`);
         fact("Pulsar version", o.version || "unknown" + (o.version ? "" : " (no broker said)"));
         fact("Brokers", String(o.brokers ?? "?"));
         fact("Bundles", `${o.bundles ?? "?"}: ${o.owned ?? "?"} owned, ${o.unowned ?? "?"} unowned (Pulsar assigns those at the next lookup)`);
-        fact("Load reports", `${o.reports ?? 0} accepted, ${o.unchanged ?? 0} not renewed since the last observation`);
+        fact("Load reports", `${o.reports ?? 0} accepted, each at the time Fulcrum read it${o.unchanged ? `; ${o.unchanged} older than the broker's last accepted one` : ""}`);
         fact("Moves in flight", `${attached.inFlight} of at most ${attached.maxMovesInFlight} sent at once`);
+        const dm = data.deadman || {};
+        if (control) {
+          const tick = dm.lastTickAt ? Date.parse(dm.lastTickAt) : null;
+          const taken = attached.controlledAt ? Date.parse(attached.controlledAt) : null;
+          const ago = (t) => `${Math.max(0, Math.round((Date.now() - t) / 1000))} s ago`;
+          const last = tick !== null && (taken === null || tick >= taken)
+            ? `the shedding loop's last tick ${ago(tick)}`
+            : `control taken ${taken !== null ? ago(taken) : "?"}, no tick of the shedding loop since`;
+          fact("Dead-man", `watching: ${last}; after ${Math.round(dm.limitS || 0)} s without a tick, control goes back to Pulsar (its shedding on again), from a process of its own`);
+        }
         const lb = o.lbConfig || {};
         if (Object.keys(lb).length) {
           const on = (k) => lb[k] === undefined ? "?" : (lb[k] === "true" ? "on" : "off");
@@ -1416,6 +1427,10 @@ const Fulcrum = (() => {
         }
         root.appendChild(facts);
         if (o.failure) root.appendChild(el("p", {class: "error"}, `Last observation failed at ${time(o.failedAt)} UTC: ${o.failure}`));
+        const back = attached.handedBack || {};
+        if (!control && back.at) {
+          root.appendChild(el("p", {class: "error", id: "handed-back"}, `Control was handed back to Pulsar by ${back.by} at ${time(back.at)} UTC: ${back.why}. Pulsar balances the cluster again; take control once Fulcrum's loop runs.`));
+        }
         const problems = [...(o.refused || []), ...(o.errors || [])];
         if (problems.length) {
           const box = el("details", {class: "warn"});
@@ -1423,6 +1438,28 @@ const Fulcrum = (() => {
           const ul = el("ul");
           problems.forEach((p) => ul.appendChild(el("li", {}, p)));
           box.appendChild(ul);
+          root.appendChild(box);
+        }
+        const reads = Object.entries(o.brokerReads || {});
+        if (reads.length) {
+          const box = el("details", {id: "broker-reads"});
+          const lacking = reads.filter(([, r]) => (r.missing || []).length).length;
+          box.appendChild(el("summary", {}, `How each broker was read (${reads.length}${lacking ? `; ${lacking} with figures missing` : ""})`));
+          const table = el("table", {class: "compact"});
+          const head = el("tr");
+          ["Broker", "Its URL (as Pulsar named it)", "Read (UTC)", "Pulsar's lastUpdate (UTC) — its last write of the report, information only", "Calls", "Figures missing"].forEach((h) => head.appendChild(el("th", {}, h)));
+          table.appendChild(el("thead")).appendChild(head);
+          const tbody = el("tbody");
+          reads.forEach(([name, r]) => {
+            const tr = el("tr", {"data-broker": name});
+            const written = r.lastUpdate ? `${time(r.lastUpdate)} (${age(r.lastUpdate)})` : "— (none: extensible load manager)";
+            [name, r.url || "—", time(r.readAt), written, String(r.calls ?? "")].forEach((v) => tr.appendChild(el("td", {}, v)));
+            tr.appendChild(el("td", (r.missing || []).length ? {class: "warn"} : {}, (r.missing || []).join("; ") || "none"));
+            tbody.appendChild(tr);
+          });
+          table.appendChild(tbody);
+          box.appendChild(table);
+          if (lacking) box.open = true;
           root.appendChild(box);
         }
         const actions = el("p");

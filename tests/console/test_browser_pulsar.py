@@ -105,3 +105,49 @@ class TestPulsarPageInBrowser(ChannelsLiveServerTestCase):
                 action="control", reason__startswith="executor stopped"
             ).exists()
             browser.close()
+
+    def test_how_each_broker_was_read_and_a_dead_man_release_are_shown(self):
+        from datetime import timedelta
+
+        from django.utils import timezone
+        from playwright.sync_api import expect, sync_playwright
+
+        from console.services.control import control_take
+        from console.services.deadman import DeadmanMemory, deadman_check
+
+        aside(
+            lambda: control_take(self.connection.pk, actor=None, confirm=True, now=timezone.now())
+        )
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+            page = login(browser, self.live_server_url, "root", "s3cret-pass")
+            page.goto(f"{self.live_server_url}/pulsar/")
+            expect(page.locator("#mode")).to_have_text("Fulcrum in control")
+            facts = page.locator("#connection")
+            expect(facts).to_contain_text("the name the brokers give (clusterName)")
+            expect(facts).to_contain_text("Dead-man")
+            expect(facts).to_contain_text("control goes back to Pulsar")
+            expect(facts).to_contain_text("token stored, encrypted")
+            reads = page.locator("#broker-reads")
+            reads.locator("summary").click()
+            expect(reads.locator("tbody tr")).to_have_count(8)
+            first = self.cluster.broker_ids[0]
+            expect(reads.locator(f"tr[data-broker='{first}']")).to_contain_text(f"http://{first}")
+            page.screenshot(path=str(SHOTS / "pulsar-broker-reads.png"), full_page=True)
+            # The loop never ticked: past the limit the dead-man hands control back.
+            later = timezone.now() + timedelta(hours=1)
+            said = aside(lambda: deadman_check(later, DeadmanMemory()))
+            assert "handed back" in said
+            assert self.cluster.effective["loadBalancerSheddingEnabled"] is True
+            page.reload()
+            expect(page.locator("#mode")).to_have_text("observe-only")
+            expect(page.locator("#handed-back")).to_contain_text(
+                "Control was handed back to Pulsar by the dead-man"
+            )
+            page.screenshot(path=str(SHOTS / "pulsar-handed-back.png"), full_page=True)
+            # A broker's page says when Fulcrum read its report, and Pulsar's own lastUpdate.
+            page.goto(f"{self.live_server_url}/brokers/{first}/")
+            expect(page.locator("#pulsar-read")).to_contain_text("lastUpdate")
+            expect(page.locator("#pulsar-read")).to_contain_text("information only")
+            page.screenshot(path=str(SHOTS / "broker-pulsar-read.png"))
+            browser.close()
