@@ -16,6 +16,7 @@ from console.models import (
     Namespace,
     PulsarConnection,
 )
+from console.pulsar.auth import AuthError, read_key_file
 from console.services.brokers import broker_state_set
 from console.services.config import EDITABLE, balancer_config_update, config_changes_check
 from console.services.credentials import credential_revoke, credential_rotate
@@ -153,8 +154,10 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
 
 class PulsarConnectionForm(forms.ModelForm):
-    """A Pulsar cluster to attach: its admin URL, and a token typed here (stored encrypted,
-    never shown again) or read from an environment variable."""
+    """A Pulsar cluster to attach: its admin URL, and one way to authenticate — a token typed
+    here (stored encrypted, never shown again) or read from an environment variable, a token
+    file, or OAuth2 client credentials — with or without a TLS client certificate; the local
+    cluster's name when the brokers' own is not to be trusted alone."""
 
     token = forms.CharField(
         required=False,
@@ -169,14 +172,34 @@ class PulsarConnectionForm(forms.ModelForm):
             "name",
             "admin_url",
             "token_env",
+            "token_file",
+            "oauth2_issuer_url",
+            "oauth2_audience",
+            "oauth2_key_file",
+            "oauth2_scope",
             "tls_ca_file",
+            "tls_cert_file",
+            "tls_key_file",
+            "cluster_name",
             "is_attached",
             "max_moves_in_flight",
         ]
         help_texts = {
             "admin_url": "Any broker's (or a proxy's) web URL, e.g. http://broker-1:8080.",
             "token_env": "Or: the environment variable that holds the token (never stored).",
+            "token_file": "Or: a file holding the token, read again whenever it changes.",
+            "oauth2_issuer_url": "Or OAuth2 client credentials (Pulsar's AuthenticationOAuth2): "
+            "the issuer URL (its /.well-known/openid-configuration names the token endpoint).",
+            "oauth2_audience": "The audience the brokers expect (their tokenAudience).",
+            "oauth2_key_file": "The key file: JSON with client_id and client_secret (a path, "
+            "file:// or data: URL).",
+            "oauth2_scope": "Optional scope(s), space-separated.",
             "tls_ca_file": "A CA bundle (PEM) for https brokers; empty: the system's.",
+            "tls_cert_file": "A TLS client certificate (PEM), for brokers that authenticate by "
+            "certificate (AuthenticationProviderTls); alone or with a token.",
+            "tls_key_file": "Its private key (PEM); empty when it is in the certificate file.",
+            "cluster_name": "The local cluster's name; empty: the one its brokers give "
+            "(clusterName). A different name than theirs is refused, never a remote cluster.",
             "is_attached": "The cluster the console observes (one at a time); observe-only first.",
         }
 
@@ -186,7 +209,71 @@ class PulsarConnectionForm(forms.ModelForm):
             pulsar_connection_check(self.instance, attached=bool(data.get("is_attached")))
         except ConsoleError as exc:
             self.add_error(exc.field or None, exc.message)
+        has_token = bool(
+            data.get("token")
+            or data.get("token_env")
+            or (self.instance.token_encrypted and not data.get("clear_token"))
+        )
+        oauth2 = bool(data.get("oauth2_issuer_url") or data.get("oauth2_key_file"))
+        ways = [
+            name
+            for name, on in (
+                ("token_env", has_token),
+                ("token_file", data.get("token_file")),
+                ("oauth2_issuer_url", oauth2),
+            )
+            if on
+        ]
+        if len(ways) > 1:
+            self.add_error(ways[-1], "one way to authenticate: a token, a token file or OAuth2")
+        if oauth2 and not (data.get("oauth2_issuer_url") and data.get("oauth2_key_file")):
+            field = "oauth2_key_file" if data.get("oauth2_issuer_url") else "oauth2_issuer_url"
+            self.add_error(field, "OAuth2 needs both the issuer URL and the key file")
+        if data.get("tls_key_file") and not data.get("tls_cert_file"):
+            self.add_error("tls_cert_file", "the key's certificate is missing")
         return data
+
+    def _readable(self, field: str) -> str:
+        path = str(self.cleaned_data.get(field) or "").strip()
+        if path and not os.access(path, os.R_OK):
+            raise forms.ValidationError(f"{path} cannot be read by the console")
+        return path
+
+    def clean_token_file(self) -> str:
+        return self._readable("token_file")
+
+    def clean_tls_cert_file(self) -> str:
+        return self._readable("tls_cert_file")
+
+    def clean_tls_key_file(self) -> str:
+        return self._readable("tls_key_file")
+
+    def clean_oauth2_key_file(self) -> str:
+        where = str(self.cleaned_data.get("oauth2_key_file") or "").strip()
+        if where:
+            try:
+                read_key_file(where)
+            except AuthError as exc:
+                raise forms.ValidationError(exc.message) from None
+        return where
+
+    def clean_oauth2_issuer_url(self) -> str:
+        url = str(self.cleaned_data.get("oauth2_issuer_url") or "").strip()
+        if url and not url.startswith(("https://", "http://")):
+            raise forms.ValidationError("must start with https:// (or http://)")
+        return url
+
+    def clean_cluster_name(self) -> str:
+        name = str(self.cleaned_data.get("cluster_name") or "").strip()
+        if (
+            self.instance.pk
+            and self.instance.mode == "control"
+            and name != self.instance.cluster_name
+        ):
+            raise forms.ValidationError(
+                "Fulcrum controls this cluster: release control before naming another"
+            )
+        return name
 
     def clean_admin_url(self) -> str:
         url = str(self.cleaned_data["admin_url"]).strip()
@@ -210,10 +297,7 @@ class PulsarConnectionForm(forms.ModelForm):
         return name
 
     def clean_tls_ca_file(self) -> str:
-        path = str(self.cleaned_data.get("tls_ca_file") or "").strip()
-        if path and not os.access(path, os.R_OK):
-            raise forms.ValidationError(f"{path} cannot be read by the console")
-        return path
+        return self._readable("tls_ca_file")
 
     def clean_max_moves_in_flight(self) -> int:
         cap = int(self.cleaned_data["max_moves_in_flight"])
@@ -233,7 +317,14 @@ class PulsarConnectionAdmin(admin.ModelAdmin):
         "is_executor_stopped",
         "observed_at",
     )
-    readonly_fields = ("mode", "is_executor_stopped", "previous_config", "observed_at")
+    readonly_fields = (
+        "mode",
+        "is_executor_stopped",
+        "previous_config",
+        "controlled_at",
+        "handed_back",
+        "observed_at",
+    )
 
     def has_delete_permission(self, request: Any, obj: PulsarConnection | None = None) -> bool:
         """Never while Fulcrum controls it: what to restore in Pulsar would be lost."""

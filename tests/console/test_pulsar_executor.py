@@ -855,3 +855,44 @@ def test_a_broker_fulcrum_hears_nothing_from_keeps_its_bundles_pulsar_decides(pu
     lost = Decision.objects.get(pk=decision.pk).details["lostLeftToPulsar"]
     assert len(lost["bundles"]) == 4
     assert lost["reason"].startswith("a lost broker's bundles are released by Pulsar itself")
+
+
+def test_an_admin_sets_one_way_to_authenticate_and_the_form_names_what_is_wrong(
+    pulsar, client, admin_user, tmp_path
+):
+    import json as json_module
+
+    from console.models import PulsarConnection
+    from console.pulsar.auth import OAuth2ClientCredentials
+    from console.services.pulsar import connection_auth
+
+    client.force_login(admin_user)
+    key = tmp_path / "key.json"
+    key.write_text(json_module.dumps({"client_id": "fulcrum", "client_secret": "s"}))
+    form = {
+        "name": "oauth",
+        "admin_url": "https://pulsar-east:8443",
+        "oauth2_issuer_url": "https://auth.example/",
+        "oauth2_audience": "urn:pulsar:east",
+        "oauth2_key_file": str(key),
+        "cluster_name": "east",
+        "max_moves_in_flight": 2,
+    }
+    added = client.post("/admin/console/pulsarconnection/add/", form)
+    assert added.status_code == 302, added.content.decode()[:2000]
+    made = PulsarConnection.objects.get(name="oauth")
+    assert isinstance(connection_auth(made), OAuth2ClientCredentials)
+    assert made.cluster_name == "east"
+    for extra, field, said in (
+        ({"token": "also-a-token"}, "oauth2_issuer_url", "one way to authenticate"),
+        ({"oauth2_issuer_url": ""}, "oauth2_issuer_url", "needs both the issuer URL"),
+        ({"oauth2_key_file": str(tmp_path / "none.json")}, "oauth2_key_file", "cannot be read"),
+        ({"tls_key_file": str(key)}, "tls_cert_file", "the key's certificate is missing"),
+        ({"token_file": str(tmp_path / "gone")}, "token_file", "cannot be read by the console"),
+    ):
+        refused = client.post("/admin/console/pulsarconnection/add/", form | {"name": "x"} | extra)
+        assert refused.status_code == 200, extra
+        errors = refused.context["adminform"].form.errors
+        assert field in errors, (extra, errors)
+        assert said in " ".join(errors[field]), errors
+    assert not PulsarConnection.objects.filter(name="x").exists()
