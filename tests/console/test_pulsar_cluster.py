@@ -582,6 +582,48 @@ def test_the_command_line_serves_and_plays_the_traces(caplog):
     assert _all_free(range(base, base + 8))  # stopped: the ports are free again
 
 
+def test_the_command_line_serves_a_cluster_of_any_size_over_http_and_https(
+    caplog, capsys, tmp_path
+):
+    base = next(b for b in range(21000, 60000, 89) if _all_free(range(b, b + 24)))
+    caplog.set_level(logging.INFO, logger="fulcrum.pulsar_cluster")
+    main(
+        [
+            "--base-port",
+            str(base),
+            "--tls-base-port",
+            str(base + 12),
+            "--tls-dir",
+            str(tmp_path),
+            "--brokers",
+            "12",
+            "--namespaces",
+            "30",
+            "--bundles-per-namespace",
+            "8",
+            "--failure-domains",
+            "4",
+            "--pulsar-version",
+            "4.0.10",
+            "--remote-clusters",
+            "",
+            "--steps",
+            "1",
+            "--step-seconds",
+            "0",
+            "--token",
+            TOKEN,
+        ]
+    )
+    assert "12 brokers, 30 namespaces, 240 bundles" in caplog.text
+    assert "Pulsar 4.0.10" in caplog.text
+    assert (tmp_path / "pulsar-ca.pem").read_text().startswith("-----BEGIN CERTIFICATE-----")
+    assert _all_free(range(base, base + 24))
+    with pytest.raises(SystemExit):
+        main(["--brokers", "2", "--failure-domains", "3", "--steps", "0"])
+    assert "3 failure domains need at least as many brokers" in capsys.readouterr().err
+
+
 def _all_free(ports) -> bool:
     for port in ports:
         with socket.socket() as s:
