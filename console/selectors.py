@@ -56,6 +56,7 @@ from console.models import (
     ReportRun,
     is_quiet,
 )
+from console.services.deadman import deadman_limit_s
 from console.services.errors import ConsoleError
 
 log = logging.getLogger(__name__)
@@ -1286,14 +1287,6 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
         },
         "moves": rows,
     }
-
-
-def deadman_limit_s() -> float:
-    """The dead-man's limit (``console.services.deadman``): ``FULCRUM_DEADMAN_S``, else 10 loop
-    intervals of the balancer's configuration (s)."""
-    if settings.FULCRUM_DEADMAN_S is not None:
-        return float(settings.FULCRUM_DEADMAN_S)
-    return 10.0 * float(balancer_config_get().loop_interval_s)
 
 
 def pulsar_broker_read(name: str) -> dict[str, Any] | None:

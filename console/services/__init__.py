@@ -1,17 +1,41 @@
-"""Writes: every change to the store goes through a service, atomically and audited."""
+"""Writes: every change to the store goes through a service, atomically and audited.
 
-from console.services.brokers import broker_state_preview, broker_state_set
-from console.services.bundles import (
-    bundle_last_move_undo,
-    bundle_lookup,
-    bundle_split,
-    bundle_unload,
-    bundle_unload_undo,
-)
-from console.services.config import shedding_pause_set
-from console.services.errors import ConsoleError
-from console.services.ingest import load_report_ingest
-from console.services.shedding import shedding_tick_run
+The names below are imported when first used (PEP 562), not with the package: a process that
+needs one service module (the dead-man's, ``console.services.deadman``) does not load them all.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from console.services.brokers import broker_state_preview, broker_state_set
+    from console.services.bundles import (
+        bundle_last_move_undo,
+        bundle_lookup,
+        bundle_split,
+        bundle_unload,
+        bundle_unload_undo,
+    )
+    from console.services.config import shedding_pause_set
+    from console.services.errors import ConsoleError
+    from console.services.ingest import load_report_ingest
+    from console.services.shedding import shedding_tick_run
+
+_HOMES = {
+    "ConsoleError": "errors",
+    "broker_state_preview": "brokers",
+    "broker_state_set": "brokers",
+    "bundle_last_move_undo": "bundles",
+    "bundle_lookup": "bundles",
+    "bundle_split": "bundles",
+    "bundle_unload": "bundles",
+    "bundle_unload_undo": "bundles",
+    "load_report_ingest": "ingest",
+    "shedding_pause_set": "config",
+    "shedding_tick_run": "shedding",
+}
 
 __all__ = [
     "ConsoleError",
@@ -26,3 +50,12 @@ __all__ = [
     "shedding_pause_set",
     "shedding_tick_run",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

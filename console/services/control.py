@@ -17,12 +17,12 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from console.access import actor_check
-from console.models import AuditEvent, BalancerConfig, PulsarConnection
+from console.models import BalancerConfig, PulsarConnection
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
+from console.pulsar.release import changes_of, restore, restored_said
 from console.services import executor
+from console.services.connections import admin_for, connection_get, connection_mode_set
 from console.services.errors import ConsoleError
-from console.services.executor import connection_get
-from console.services.pulsar import admin_for
 
 SHEDDING: Final = "loadBalancerSheddingEnabled"
 AUTO_SPLIT: Final = "loadBalancerAutoBundleSplitEnabled"
@@ -174,7 +174,7 @@ def control_take(
                         field="connection",
                     )
                 # Pulsar is still changed: keep what to restore, so that a release can.
-                _mode_set(
+                connection_mode_set(
                     connection,
                     PulsarConnection.Mode.CONTROL,
                     _previous(tried),
@@ -191,7 +191,7 @@ def control_take(
                     status=502,
                     field="connection",
                 )
-        connection = _mode_set(
+        connection = connection_mode_set(
             connection,
             PulsarConnection.Mode.CONTROL,
             _previous(changes),
@@ -203,83 +203,15 @@ def control_take(
     return {"connection": connection.name, "mode": connection.mode, "changes": changes}
 
 
-def changes_of(connection: PulsarConnection) -> list[dict[str, Any]]:
-    """What releasing control restores, from what taking it recorded."""
-    return [
-        {"key": k, "effective": v.get("effective"), "override": v.get("override")}
-        for k, v in connection.previous_config.items()
-    ]
-
-
-def restored_said(changes: list[dict[str, Any]]) -> str:
-    """``loadBalancerSheddingEnabled -> true (override removed); …``"""
-    return "; ".join(
-        f"{c['key']} -> {c['effective'] or 'true'}"
-        + (" (override removed)" if c["override"] is None else "")
-        for c in changes
-    )
-
-
 def _previous(changes: list[dict[str, Any]]) -> dict[str, Any]:
     """What releasing control restores: key -> its effective value and override before."""
     return {c["key"]: {"effective": c["effective"], "override": c["override"]} for c in changes}
-
-
-def _mode_set(
-    connection: PulsarConnection,
-    mode: str,
-    previous: dict[str, Any],
-    actor: User | None,
-    now: datetime,
-    reason: str,
-    *,
-    stopped: bool = False,
-) -> PulsarConnection:
-    """Record the new mode, the executor running (or ``stopped``) and what to restore,
-    audited."""
-    with transaction.atomic():
-        connection = PulsarConnection.objects.select_for_update().get(pk=connection.pk)
-        connection.mode = mode
-        connection.is_executor_stopped = stopped
-        connection.previous_config = previous
-        fields = ["mode", "is_executor_stopped", "previous_config"]
-        if mode == PulsarConnection.Mode.CONTROL and connection.controlled_at is None:
-            connection.controlled_at, connection.handed_back = now, {}
-            fields += ["controlled_at", "handed_back"]
-        elif mode == PulsarConnection.Mode.OBSERVE:
-            connection.controlled_at = None
-            fields.append("controlled_at")
-        connection.save(update_fields=fields)
-        AuditEvent.objects.create(
-            at=now,
-            actor=actor,
-            action=AuditEvent.Action.CONTROL,
-            target=connection.name,
-            reason=reason,
-        )
-    return connection
 
 
 def _said(change: dict[str, Any]) -> str:
     override = change["override"]
     was = f"override {override}" if override is not None else "no override"
     return f"{change['key']} {change['effective'] or '?'} -> {change['to']} (was {was})"
-
-
-def restore(admin: PulsarAdmin, changes: list[dict[str, Any]]) -> list[str]:
-    """Put each key back: its previous effective value, and no override when it had none.
-    Returns what failed, "<key>: <reason>"."""
-    failed = []
-    for change in changes:
-        key, before = change["key"], change.get("effective") or "true"
-        try:
-            admin.set_dynamic_config(key, before)
-            if change.get("override") is None:
-                # The value set above stays in force until a restart, when broker.conf's applies.
-                admin.delete_dynamic_config(key)
-        except PulsarAdminError as exc:
-            failed.append(f"{key}: {exc.status} {exc.reason}")
-    return failed
 
 
 def control_release(
@@ -309,7 +241,7 @@ def control_release(
         connection = connection_get(connection_id, lock=True)
         if connection.mode != PulsarConnection.Mode.CONTROL:
             raise ConsoleError(f"Fulcrum does not control {connection.name}", status=409)
-        changes = changes_of(connection)
+        changes = changes_of(connection.previous_config)
         with admin_for(connection) as admin:
             failed = restore(admin, changes)
         if failed:
@@ -323,7 +255,9 @@ def control_release(
         reason = f"control released: observe-only again, {said}"
         if by:
             reason = f"control handed back to Pulsar by {by}: {why}; observe-only again, {said}"
-        connection = _mode_set(connection, PulsarConnection.Mode.OBSERVE, {}, actor, now, reason)
+        connection = connection_mode_set(
+            connection, PulsarConnection.Mode.OBSERVE, {}, actor, now, reason
+        )
         if by:
             connection.handed_back = {"at": now.isoformat(), "by": by, "why": why}
             connection.save(update_fields=["handed_back"])

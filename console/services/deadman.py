@@ -3,19 +3,25 @@
 Taking control turns Pulsar's own shedding off (``services.control``). If Fulcrum's shedding loop
 then stops — the Celery worker or beat dead, stuck, or cut off from Redis — nothing balances the
 cluster. The dead-man runs in a process of its own (``manage.py deadman``, a line of the
-Procfile), sharing nothing with the worker and beat but the database, and checks every
-``FULCRUM_DEADMAN_CHECK_S``: while Fulcrum holds control and the loop has completed no tick
-(a ``ClusterSample``) for ``FULCRUM_DEADMAN_S`` (default 10 loop intervals) since the later of
-its last tick and the moment control was taken, it releases control exactly as an admin's
-release does (the keys put back, the overrides Fulcrum introduced removed, queued moves
-cancelled), audited as the dead-man's, recorded on the connection (``handed_back``) and in
-``/metrics``.
+Procfile, on ``console.deadman_settings``: only the models, not the console's apps), sharing
+nothing with the worker and beat but the database, and checks every ``FULCRUM_DEADMAN_CHECK_S``:
+while Fulcrum holds control and the loop has completed no tick (a ``ClusterSample``) for
+``FULCRUM_DEADMAN_S`` (default 10 loop intervals) since the later of its last tick and the moment
+control was taken, it gives control back exactly as a release does: the executor stopped first
+(nothing new is sent), each key put back to its previous effective value and the override Fulcrum
+introduced removed (``console.pulsar.release``), then observe-only, audited as the dead-man's,
+recorded on the connection (``handed_back``) and in ``/metrics``. Pulsar refusing leaves it in
+control with the executor stopped, tried again at the next check. Queued moves are cancelled by
+the next Pulsar pass, when a worker runs again.
 
 The database may be what failed. Each check keeps in memory what a release needs (the
 connection as last read: its URL, credentials and the values to restore) and the last tick it
 saw; when the database cannot be read and that tick is older than the limit, it restores
 Pulsar from memory (the loop cannot tick without the database either) and records it once the
 database answers again.
+
+Imports only the light modules (``services.connections``, ``console.pulsar``, the models): the
+process stays small.
 """
 
 from __future__ import annotations
@@ -26,18 +32,27 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from console import metrics
-from console.models import AuditEvent, ClusterSample, PulsarConnection
-from console.selectors import deadman_limit_s
-from console.services.control import changes_of, control_release, restore, restored_said
+from console.models import BalancerConfig, ClusterSample, PulsarConnection
+from console.pulsar.release import changes_of, restore, restored_said
+from console.services.connections import admin_for, connection_mode_set
 from console.services.errors import ConsoleError
-from console.services.executor import moves_cancel
-from console.services.pulsar import admin_for
 
 log = logging.getLogger(__name__)
 BY = "the dead-man"
+# The loop interval when no balancer configuration is stored yet (BalancerConfig's default), s.
+DEFAULT_LOOP_S = 10.0
+
+
+def deadman_limit_s() -> float:
+    """``FULCRUM_DEADMAN_S``, else 10 loop intervals of the balancer's configuration (s)."""
+    if settings.FULCRUM_DEADMAN_S is not None:
+        return float(settings.FULCRUM_DEADMAN_S)
+    interval = BalancerConfig.objects.values_list("loop_interval_s", flat=True).first()
+    return 10.0 * float(interval or DEFAULT_LOOP_S)
 
 
 @dataclass
@@ -98,17 +113,48 @@ def _check(now: datetime, memory: DeadmanMemory) -> str:
         f"the shedding loop completed no tick for {silence:.0f} s (limit {limit:.0f} s, "
         f"FULCRUM_DEADMAN_S; silent since {since:%H:%M:%S} UTC)"
     )
-    try:
-        control_release(connection.pk, actor=None, confirm=True, now=now, by=BY, why=why)
-    except ConsoleError as exc:
+    failed = _release(connection, now, why)
+    if failed:
         metrics.DEADMAN_RELEASES.labels(result="failed").inc()
-        log.error("the dead-man could not give %s back to Pulsar: %s", connection.name, exc)
-        return f"{connection.name}: release failed ({exc.message}); tried again at the next check"
+        log.error("the dead-man could not give %s back to Pulsar: %s", connection.name, failed)
+        return f"{connection.name}: release failed ({failed}); tried again at the next check"
     metrics.DEADMAN_RELEASES.labels(result="released").inc()
     metrics.PULSAR_CONTROL.set(0)
     memory.connection = memory.since = None
     log.warning("the dead-man gave %s back to Pulsar: %s", connection.name, why)
     return f"{connection.name} handed back to Pulsar: {why}"
+
+
+def _release(connection: PulsarConnection, now: datetime, why: str) -> str:
+    """A release as an admin's (``control_release``): the executor stopped, Pulsar restored,
+    observe-only. Returns what failed ("" when released)."""
+    with transaction.atomic():
+        row = PulsarConnection.objects.select_for_update().get(pk=connection.pk)
+        if row.mode != PulsarConnection.Mode.CONTROL:
+            return ""  # released meanwhile (an admin, pulsar_release)
+        if not row.is_executor_stopped:
+            row.is_executor_stopped = True
+            row.save(update_fields=["is_executor_stopped"])
+        changes = changes_of(row.previous_config)
+        try:
+            with admin_for(row) as admin:
+                failed = restore(admin, changes)
+        except ConsoleError as exc:
+            failed = [exc.message]
+        if failed:
+            return "; ".join(failed)
+        said = f"Pulsar's configuration restored: {restored_said(changes)}"
+        row = connection_mode_set(
+            row,
+            PulsarConnection.Mode.OBSERVE,
+            {},
+            None,
+            now,
+            f"control handed back to Pulsar by {BY}: {why}; observe-only again, {said}",
+        )
+        row.handed_back = {"at": now.isoformat(), "by": BY, "why": why}
+        row.save(update_fields=["handed_back"])
+    return ""
 
 
 def _without_database(now: datetime, memory: DeadmanMemory, exc: DatabaseError) -> str:
@@ -121,7 +167,7 @@ def _without_database(now: datetime, memory: DeadmanMemory, exc: DatabaseError) 
     metrics.DEADMAN_SILENCE.set(silence)
     if silence <= memory.limit_s:
         return f"database unreadable; {connection.name}'s loop silent for {silence:.0f} s"
-    changes = changes_of(connection)
+    changes = changes_of(connection.previous_config)
     try:
         with admin_for(connection) as admin:
             failed = restore(admin, changes)
@@ -143,8 +189,7 @@ def _without_database(now: datetime, memory: DeadmanMemory, exc: DatabaseError) 
 
 def _record_pending(now: datetime, memory: DeadmanMemory) -> None:
     """The database answers again after a release made without it: the connection becomes
-    observe-only (its moves cancelled), audited with when and why it happened. Kept in memory
-    until this commits.
+    observe-only, audited with when and why it happened. Kept in memory until this commits.
 
     Raises:
         DatabaseError: the database still does not answer.
@@ -161,26 +206,17 @@ def _record_pending(now: datetime, memory: DeadmanMemory) -> None:
             and row.mode == PulsarConnection.Mode.CONTROL
             and not (row.controlled_at and row.controlled_at > at)  # not taken again since
         ):
-            moves_cancel(row, f"control was handed back to Pulsar by {BY}", now)
-            row.mode, row.previous_config = PulsarConnection.Mode.OBSERVE, {}
-            row.controlled_at, row.is_executor_stopped = None, False
-            row.handed_back = {"at": at.isoformat(), "by": BY, "why": pending["why"]}
-            row.save(
-                update_fields=[
-                    "mode",
-                    "previous_config",
-                    "controlled_at",
-                    "is_executor_stopped",
-                    "handed_back",
-                ]
-            )
-            AuditEvent.objects.create(
-                at=now,
-                action=AuditEvent.Action.CONTROL,
-                target=row.name,
-                reason=f"control handed back to Pulsar by {BY} at {at:%H:%M:%S} UTC: "
+            row = connection_mode_set(
+                row,
+                PulsarConnection.Mode.OBSERVE,
+                {},
+                None,
+                now,
+                f"control handed back to Pulsar by {BY} at {at:%H:%M:%S} UTC: "
                 f"{pending['why']}; Pulsar's configuration restored: {pending['restored']} "
                 "(recorded once the database answered again)",
             )
+            row.handed_back = {"at": at.isoformat(), "by": BY, "why": pending["why"]}
+            row.save(update_fields=["handed_back"])
     memory.pending = {}
     memory.connection = memory.since = None

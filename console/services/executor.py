@@ -30,6 +30,7 @@ from console.access import actor_check
 from console.models import AuditEvent, PulsarConnection, PulsarMove
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.pulsar.observe import Observation, affinity_by_range, supports_destination
+from console.services.connections import connection_get
 from console.services.errors import ConsoleError
 
 log = logging.getLogger(__name__)
@@ -477,18 +478,3 @@ def executor_set(
             ),
         )
     return connection
-
-
-def connection_get(connection_id: int, *, lock: bool = False) -> PulsarConnection:
-    """A Pulsar connection by id (``lock``: its row locked until the transaction ends).
-
-    Raises:
-        ConsoleError: 404 naming ``connection``.
-    """
-    rows = PulsarConnection.objects.select_for_update() if lock else PulsarConnection.objects
-    try:
-        return rows.get(pk=connection_id)
-    except PulsarConnection.DoesNotExist:
-        raise ConsoleError(
-            f"unknown Pulsar connection {connection_id}", status=404, field="connection"
-        ) from None

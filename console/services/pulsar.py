@@ -5,8 +5,6 @@ through the same validated path as a pushed report (``services.ingest``)."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import itertools
 import json
 import logging
@@ -16,7 +14,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -35,19 +32,7 @@ from console.models import (
     PulsarMove,
     Tenant,
 )
-from console.pulsar.admin import (
-    PulsarAdmin,
-    PulsarAdminError,
-    PulsarAdminSetupError,
-    tls_context,
-)
-from console.pulsar.auth import (
-    AuthError,
-    OAuth2ClientCredentials,
-    StaticToken,
-    TokenFile,
-    TokenSource,
-)
+from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.pulsar.observe import (
     Observation,
     ObservationError,
@@ -55,6 +40,7 @@ from console.pulsar.observe import (
     observe,
     report_document,
 )
+from console.services.connections import admin_for, token_encrypt
 from console.services.errors import ConsoleError
 from console.services.ingest import load_report_ingest
 from console.services.shedding import lease_claim, lease_release
@@ -266,111 +252,6 @@ def pulsar_observation_apply(seen: Observation, *, now: datetime | None = None) 
     }
 
 
-# -- connections ----------------------------------------------------------------------------
-
-
-def _fernet() -> Fernet:
-    """The key that encrypts stored tokens: derived from SECRET_KEY (rotating SECRET_KEY makes
-    stored tokens unreadable: enter them again)."""
-    digest = hashlib.sha256(b"fulcrum pulsar token|" + settings.SECRET_KEY.encode()).digest()
-    return Fernet(base64.urlsafe_b64encode(digest))
-
-
-def token_encrypt(token: str) -> str:
-    """A token as stored (Fernet: AES-128-CBC + HMAC-SHA256); "" stays ""."""
-    return _fernet().encrypt(token.encode()).decode() if token else ""
-
-
-def connection_token(connection: PulsarConnection) -> str | None:
-    """The connection's token: from its environment variable, else decrypted; None: no token.
-
-    Raises:
-        ConsoleError: 409 when the stored token cannot be decrypted (SECRET_KEY changed).
-    """
-    if connection.token_env:
-        return os.environ.get(connection.token_env) or None
-    if not connection.token_encrypted:
-        return None
-    try:
-        return _fernet().decrypt(connection.token_encrypted.encode()).decode()
-    except InvalidToken:
-        raise ConsoleError(
-            f"the stored token of {connection.name} cannot be decrypted (SECRET_KEY changed?): "
-            "enter it again",
-            status=409,
-            field="token",
-        ) from None
-
-
-def connection_auth(connection: PulsarConnection) -> TokenSource | None:
-    """Where the connection's bearer token comes from: its token (environment or stored), its
-    token file, or OAuth2 client credentials; None: no token (perhaps a client certificate).
-
-    Raises:
-        ConsoleError: 409 naming the field that cannot be used (a token that cannot be
-            decrypted, an OAuth2 key file that cannot be read, more than one way set).
-    """
-    oauth2 = bool(connection.oauth2_issuer_url or connection.oauth2_key_file)
-    token = connection_token(connection)
-    ways = [
-        w
-        for w, on in (
-            ("token", token),
-            ("token_file", connection.token_file),
-            ("oauth2_issuer_url", oauth2),
-        )
-        if on
-    ]
-    if len(ways) > 1:
-        raise ConsoleError(
-            f"{connection.name} has more than one way to authenticate ({', '.join(ways)}): "
-            "keep one",
-            status=409,
-            field=ways[1],
-        )
-    try:
-        if connection.token_file:
-            return TokenFile(connection.token_file)
-        if oauth2:
-            return OAuth2ClientCredentials(
-                connection.oauth2_issuer_url,
-                connection.oauth2_audience,
-                connection.oauth2_key_file,
-                connection.oauth2_scope,
-                verify=tls_context(connection.tls_ca_file or None),
-                timeout_s=settings.FULCRUM_PULSAR_READ_TIMEOUT_S,
-            )
-    except AuthError as exc:
-        raise ConsoleError(exc.message, status=409, field=exc.field) from None
-    except PulsarAdminSetupError as exc:
-        raise ConsoleError(exc.message, status=409, field=exc.field) from None
-    return StaticToken(token, "bearer token") if token else None
-
-
-def admin_for(connection: PulsarConnection) -> PulsarAdmin:
-    """The admin client of a connection (its credentials, TLS CA and client certificate), the
-    broker URLs its last observation learned, the timeouts and concurrency of the settings.
-
-    Raises:
-        ConsoleError: 409 naming the field that cannot be used (``token``, ``token_file``,
-            ``oauth2_…``, ``tls_ca_file``, ``tls_cert_file``).
-    """
-    try:
-        return PulsarAdmin(
-            connection.admin_url,
-            auth=connection_auth(connection),
-            tls_ca_file=connection.tls_ca_file or None,
-            tls_cert_file=connection.tls_cert_file or None,
-            tls_key_file=connection.tls_key_file or None,
-            broker_urls=connection.observation.get("brokerUrls") or None,
-            read_timeout_s=settings.FULCRUM_PULSAR_READ_TIMEOUT_S,
-            concurrency=settings.FULCRUM_PULSAR_CONCURRENCY,
-            deadline_s=settings.FULCRUM_PULSAR_DEADLINE_S,
-        )
-    except PulsarAdminSetupError as exc:
-        raise ConsoleError(exc.message, status=409, field=exc.field) from None
-
-
 def _environment_fields() -> dict[str, str]:
     """The connection fields the environment sets (``FULCRUM_PULSAR_…``)."""
     return {
@@ -519,6 +400,12 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
             summary = _summary(seen, pulsar_observation_apply(seen, now=now), admin.calls)
             summary["verified"] = executor.moves_verify(connection, seen, now=now)
             # Sent after observing: each move is checked against the owners just seen.
+            if connection.mode != PulsarConnection.Mode.CONTROL:
+                # Control went back to Pulsar without a release's cancelling them (the
+                # dead-man's): moves still queued are never sent.
+                executor.moves_cancel(
+                    connection, f"Fulcrum no longer controls {connection.name}", now
+                )
             summary["sent"] = executor.moves_send(
                 connection,
                 admin,

@@ -48,8 +48,9 @@ def workload():
 def pulsar_world(workload, db, settings):
     """The demo cluster answering through respx at its ports, the console attached, in control."""
     from console.models import PulsarConnection
+    from console.services.connections import token_encrypt
     from console.services.control import control_take
-    from console.services.pulsar import pulsar_sync_run, token_encrypt
+    from console.services.pulsar import pulsar_sync_run
     from console.services.seed import config_seed
 
     settings.FULCRUM_PULSAR_URL = ""

@@ -19,7 +19,8 @@ from balancer.simulator.traces import default_traces_dir, load_cpu_series, load_
 from balancer.simulator.workload import build_workload
 from console.connectors.pulsar_cluster import PulsarCluster, serve, stop
 from console.models import AuditEvent, Bundle, PulsarConnection, PulsarMove
-from console.services.pulsar import pulsar_sync_run, token_encrypt
+from console.services.connections import token_encrypt
+from console.services.pulsar import pulsar_sync_run
 from console.services.seed import config_seed
 from tests.browser import CHROMIUM, LAUNCH_ARGS, login
 from tests.console.test_pulsar_cluster import free_ports
@@ -124,7 +125,7 @@ class TestPulsarPageInBrowser(ChannelsLiveServerTestCase):
             page.goto(f"{self.live_server_url}/pulsar/")
             expect(page.locator("#mode")).to_have_text("Fulcrum in control")
             facts = page.locator("#connection")
-            expect(facts).to_contain_text("the name the brokers give (clusterName)")
+            expect(facts).to_contain_text("the brokers' own clusterName")
             expect(facts).to_contain_text("Dead-man")
             expect(facts).to_contain_text("control goes back to Pulsar")
             expect(facts).to_contain_text("token stored, encrypted")

@@ -25,7 +25,7 @@ START = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 def world(db, settings):
     """The demo cluster served by respx at 127.0.0.1:18080…18087, the console attached to it."""
     from console.models import PulsarConnection
-    from console.services.pulsar import token_encrypt
+    from console.services.connections import token_encrypt
     from console.services.seed import config_seed
 
     settings.FULCRUM_PULSAR_URL = ""

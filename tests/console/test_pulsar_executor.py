@@ -243,7 +243,8 @@ class Cluster:
 def pulsar(db, settings):
     """A fake cluster behind respx, attached (observe-only) and observed once."""
     from console.models import PulsarConnection
-    from console.services.pulsar import pulsar_sync_run, token_encrypt
+    from console.services.connections import token_encrypt
+    from console.services.pulsar import pulsar_sync_run
     from console.services.seed import config_seed
 
     settings.FULCRUM_PULSAR_URL = ""
@@ -609,7 +610,7 @@ def test_the_pulsar_page_and_its_api_refuse_bad_input_by_field_and_role(
 
 def test_an_admin_adds_a_connection_whose_token_is_stored_encrypted(pulsar, client, admin_user):
     from console.models import AuditEvent, PulsarConnection
-    from console.services.pulsar import connection_token
+    from console.services.connections import connection_token
 
     client.force_login(admin_user)
     form = {
@@ -864,7 +865,7 @@ def test_an_admin_sets_one_way_to_authenticate_and_the_form_names_what_is_wrong(
 
     from console.models import PulsarConnection
     from console.pulsar.auth import OAuth2ClientCredentials
-    from console.services.pulsar import connection_auth
+    from console.services.connections import connection_auth
 
     client.force_login(admin_user)
     key = tmp_path / "key.json"

@@ -95,7 +95,8 @@ def test_a_quiet_broker_stays_serving_for_an_hour_with_an_old_last_update(worklo
     them; the quiet broker's lastUpdate is up to 15 minutes old, and it is never lost."""
     from console import selectors
     from console.models import PulsarConnection
-    from console.services.pulsar import pulsar_sync_run, token_encrypt
+    from console.services.connections import token_encrypt
+    from console.services.pulsar import pulsar_sync_run
     from console.services.seed import config_seed
 
     settings.FULCRUM_PULSAR_URL = ""
@@ -544,8 +545,8 @@ def test_an_oauth2_key_file_may_be_a_data_url_and_a_refusal_names_the_issuer(iss
 
 def test_a_connection_authenticates_one_way_and_says_which_field_is_wrong(db, tmp_path):
     from console.models import PulsarConnection
+    from console.services.connections import admin_for, connection_auth
     from console.services.errors import ConsoleError
-    from console.services.pulsar import admin_for, connection_auth
 
     token_file = tmp_path / "t"
     token_file.write_text("x")

@@ -20,6 +20,8 @@ log = logging.getLogger("console.deadman")
 
 
 class Command(BaseCommand):
+    # Its own light settings (console.deadman_settings) load none of the apps the checks read.
+    requires_system_checks: list[str] = []
     help = (
         "Watch the shedding loop while Fulcrum controls a Pulsar cluster; give control back to "
         "Pulsar (its shedding on again) when the loop has completed no tick for "

@@ -11,7 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from console.models import PulsarConnection
-from console.services.control import changes_of, control_release
+from console.pulsar.release import changes_of
+from console.services.control import control_release
 from console.services.errors import ConsoleError
 
 
@@ -38,7 +39,7 @@ class Command(BaseCommand):
             named = f" named {options['connection']}" if options["connection"] else ""
             raise CommandError(f"no Pulsar connection{named} is under Fulcrum's control")
         self.stdout.write(f"{connection.name} at {connection.admin_url}: will be set back to")
-        for change in changes_of(connection):
+        for change in changes_of(connection.previous_config):
             override = change["override"]
             how = "its override removed" if override is None else f"its override {override} kept"
             self.stdout.write(f"  {change['key']} = {change['effective'] or 'true'} ({how})")
