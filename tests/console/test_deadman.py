@@ -44,7 +44,7 @@ def test_the_limit_is_ten_loop_intervals_unless_set(db, settings):
 
 def test_when_the_loop_stops_control_goes_back_to_pulsar(pulsar_world, settings):
     from console import metrics
-    from console.models import AuditEvent, PulsarConnection
+    from console.models import AuditEvent, PulsarConnection, PulsarMove
 
     settings.FULCRUM_DEADMAN_S = 60
     build, clock = pulsar_world
@@ -54,6 +54,14 @@ def test_when_the_loop_stops_control_goes_back_to_pulsar(pulsar_world, settings)
     tick(start)
     memory = DeadmanMemory()
     released = counted("released")
+    bundle = next(b for b, o in sorted(cluster.owners.items()) if o and not cluster.is_system(b))
+    queued = PulsarMove.objects.create(
+        connection=connection,
+        kind="unload",
+        bundle=bundle,
+        source=cluster.owners[bundle],
+        created_at=datetime.now(UTC),
+    )
     # Ticking: nothing to do, however long control has been held.
     for seconds in (30, 59):
         said = deadman_check(start + timedelta(seconds=seconds), memory)
@@ -75,6 +83,15 @@ def test_when_the_loop_stops_control_goes_back_to_pulsar(pulsar_world, settings)
     assert f"{SHEDDING} -> true (override removed)" in event.reason
     assert counted("released") == released + 1
     assert metrics.PULSAR_CONTROL._value.get() == 0
+    # A move queued before the release is never sent: the next Pulsar pass cancels it.
+    from console.services.pulsar import pulsar_sync_run
+
+    assert PulsarMove.objects.get(pk=queued.pk).state == "queued"
+    pulsar_sync_run()
+    move = PulsarMove.objects.get(pk=queued.pk)
+    assert (move.state, move.outcome) == ("done", "cancelled")
+    assert move.outcome_reason == "Fulcrum no longer controls demo"
+    assert cluster.owners[queued.bundle] == queued.source
     # Observe-only now: the next checks have nothing to watch, and Pulsar's shedder runs again.
     assert deadman_check(start + timedelta(seconds=200), memory).startswith("no Pulsar cluster")
     clock.shift(120)
