@@ -196,7 +196,11 @@ def test_pulsar_release_by_hand_restores_pulsar_and_says_what_it_did(pulsar_worl
 
 def test_the_deadman_command_checks_once(transactional_db, caplog):
     import logging
+    import signal
 
     caplog.set_level(logging.INFO, logger="console.deadman")
+    before = signal.getsignal(signal.SIGTERM)
     call_command("deadman", "--once")
     assert "nothing to watch" in caplog.text
+    # Its SIGTERM handler does not outlive it (a process forked later must still stop).
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -33,16 +33,23 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        # SIGTERM (honcho, systemd) ends the wait at once; the process's own handlers come back
+        # after (a test's process, or one forked from it, must not keep this one).
+        before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        for sig in before:
             signal.signal(sig, lambda *_: stop.set())
-        memory = DeadmanMemory()
-        said = ""
-        while True:
-            close_old_connections()  # a connection the database dropped is opened again
-            now = timezone.now()
-            what = deadman_check(now, memory)
-            if what != said or "handed back" in what:
-                log.info("%s", what)
-                said = what
-            if options["once"] or stop.wait(settings.FULCRUM_DEADMAN_CHECK_S):
-                return
+        try:
+            memory = DeadmanMemory()
+            said = ""
+            while True:
+                close_old_connections()  # a connection the database dropped is opened again
+                now = timezone.now()
+                what = deadman_check(now, memory)
+                if what != said or "handed back" in what:
+                    log.info("%s", what)
+                    said = what
+                if options["once"] or stop.wait(settings.FULCRUM_DEADMAN_CHECK_S):
+                    return
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
