@@ -36,7 +36,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any, Final, TypeVar
 from urllib.parse import quote, urljoin, urlsplit
 
@@ -166,6 +166,7 @@ class PulsarAdmin:
         self.auth: TokenSource | None = auth or (StaticToken(token) if token else None)
         self._slots = threading.BoundedSemaphore(self.concurrency)
         self._learned = threading.Lock()
+        self._counted = threading.Lock()
         self.calls = 0  # HTTP requests sent (each redirect hop counts), for the Pulsar page
         self.verify = tls_context(tls_ca_file, tls_cert_file, tls_key_file)
         self._secure = urlsplit(self.service_url).scheme == "https"
@@ -189,9 +190,14 @@ class PulsarAdmin:
     # -- transport ---------------------------------------------------------------------------
 
     @property
-    def secure(self) -> bool:
+    def is_secure(self) -> bool:
         """Attached over https: per-broker URLs are https too, and never guessed."""
         return self._secure
+
+    def learned(self) -> dict[str, str]:
+        """A copy of broker id -> its own web URL, as known now."""
+        with self._learned:
+            return dict(self.broker_urls)
 
     def broker_url(self, broker_id: str) -> str:
         """A broker's own web URL: the one Pulsar named (``learn``), else over http
@@ -201,7 +207,8 @@ class PulsarAdmin:
             UnknownBrokerUrl: attached over https and Pulsar has not named the broker's https
                 URL yet (the id's port is the http one whenever http is enabled).
         """
-        known = self.broker_urls.get(broker_id)
+        with self._learned:
+            known = self.broker_urls.get(broker_id)
         if known:
             return known
         if broker_id.startswith(("http://", "https://")):
@@ -222,12 +229,10 @@ class PulsarAdmin:
         with self._learned:
             self.broker_urls[broker_id] = f"{parts.scheme}://{parts.netloc}"
 
-    def _authorization(self, refresh: bool, method: str, url: str) -> dict[str, str]:
+    def _authorization(self, method: str, url: str) -> dict[str, str]:
         if self.auth is None:
             return {}
         try:
-            if refresh:
-                self.auth.invalidate()
             token = self.auth.token()
         except AuthError as exc:
             raise PulsarAdminError(
@@ -247,9 +252,12 @@ class PulsarAdmin:
         json_body: Any = None,
         broker: str | None = None,
         act: bool = False,
+        empty_json: bool = False,
     ) -> httpx.Response:
-        """Send one call and follow its redirects (≤ ``MAX_HOPS``), re-sending the method, body
-        and token; ``broker``: to that broker's own URL. A 401 is tried once more with a fresh
+        """Send one call (``empty_json``: an empty body typed ``application/json``, as Pulsar's
+        Java admin client sends a PUT without entity) and follow its redirects (≤
+        ``MAX_HOPS``), re-sending the method, body and token; ``broker``: to that broker's own
+        URL. A 401 is tried once more with a fresh
         token when the token source can renew it. ``response.url`` is the URL that answered.
 
         Raises:
@@ -277,10 +285,12 @@ class PulsarAdmin:
             else httpx.Timeout(self.read_timeout_s)
         )
         content = None if json_body is None else json.dumps(json_body).encode()
+        if empty_json and content is None:
+            content = b""
         with self._slots:
-            response = self._follow(method, url, params, content, timeout, refresh=False)
+            response = self._follow(method, url, params, content, timeout)
             if response.status_code == 401 and self.auth is not None and self.auth.invalidate():
-                response = self._follow(method, url, params, content, timeout, refresh=True)
+                response = self._follow(method, url, params, content, timeout)
         if response.status_code >= 400:
             raise PulsarAdminError(
                 response.status_code, error_reason(response), method, str(response.url)
@@ -294,20 +304,18 @@ class PulsarAdmin:
         params: Mapping[str, str] | None,
         content: bytes | None,
         timeout: httpx.Timeout,
-        *,
-        refresh: bool,
     ) -> httpx.Response:
-        headers = self._authorization(refresh, method, url)
+        headers = self._authorization(method, url)
         if content is not None:
             headers["Content-Type"] = "application/json"
         for _ in range(MAX_HOPS + 1):
-            with self._learned:
+            with self._counted:
                 self.calls += 1
             try:
                 response = self._client.request(
                     method, url, params=params, content=content, headers=headers, timeout=timeout
                 )
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 raise PulsarAdminError(0, f"{type(exc).__name__}: {exc}", method, url) from exc
             if 300 <= response.status_code < 400 and response.status_code not in REDIRECTS:
                 raise PulsarAdminError(
@@ -371,11 +379,17 @@ class PulsarAdmin:
         return _json_of(self.request("GET", path, broker=broker))
 
     def each(
-        self, items: Iterable[T], call: Callable[[T], R], *, deadline_s: float | None = None
+        self,
+        items: Iterable[T],
+        call: Callable[[T], R],
+        *,
+        deadline_s: float | None = None,
+        method: str = "GET",
     ) -> list[tuple[T, R | PulsarAdminError]]:
         """``call`` on every item, at most ``concurrency`` at once; each result or its error.
         Items not done within ``deadline_s`` (default ``self.deadline_s``) get an error saying
-        so, and are not waited for (their calls end at their own timeouts)."""
+        so (``method`` names the call in it), and are not waited for: their calls end at their
+        own timeouts, and what they return then is dropped."""
 
         def one(item: T) -> R | PulsarAdminError:
             try:
@@ -391,7 +405,7 @@ class PulsarAdmin:
         started = time.monotonic()
         try:
             futures = [pool.submit(one, item) for item in items]
-            wait(futures, timeout=limit, return_when=FIRST_EXCEPTION)
+            wait(futures, timeout=limit, return_when=ALL_COMPLETED)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
         waited = time.monotonic() - started
@@ -402,16 +416,12 @@ class PulsarAdmin:
                 result = (
                     future.result()
                     if error is None
-                    else PulsarAdminError(0, f"{type(error).__name__}: {error}", "GET", str(item))
+                    else PulsarAdminError(0, f"{type(error).__name__}: {error}", method, str(item))
                 )
                 out.append((item, result))
             else:
-                out.append(
-                    (
-                        item,
-                        PulsarAdminError(0, f"no answer within {waited:.0f} s", "GET", str(item)),
-                    )
-                )
+                late = f"no answer within {waited:.1f} s (the deadline)"
+                out.append((item, PulsarAdminError(0, late, method, str(item))))
         return out
 
     # -- observe (read-only: nothing here assigns a bundle) -------------------------------------
@@ -432,10 +442,10 @@ class PulsarAdmin:
         self, cluster: str, broker_id: str, *, via: str | None = None
     ) -> dict[str, dict[str, Any]]:
         """E4: bundle name -> ownership status, of one broker, asked of the service URL (or of
-        the broker ``via``), which redirects to it (``maybeRedirectToBroker``). The broker's
-        own URL is learned from where the answer came from: the redirect's target (Pulsar
-        picks ``webServiceUrlTls`` for an https request), or, without a redirect, the URL
-        asked when its host is the broker's advertised address.
+        the broker ``via``), which redirects to it (``maybeRedirectToBroker``). When it did, the
+        broker's own URL is learned from the redirect's target (Pulsar picks
+        ``webServiceUrlTls`` for an https request); an answer without a redirect says nothing
+        of it (the service URL may be a load balancer or a proxy).
 
         Raises:
             PulsarAdminError: as ``request``, or a body that is not a JSON object.
@@ -447,8 +457,7 @@ class PulsarAdmin:
         response = self.request("GET", path, broker=via)
         asked = self.broker_url(via) if via else self.service_url
         answered = str(response.url)
-        redirected = urlsplit(answered).netloc != urlsplit(asked).netloc
-        if redirected or urlsplit(asked).hostname == broker_id.rsplit(":", 1)[0]:
+        if urlsplit(answered).netloc != urlsplit(asked).netloc:  # Pulsar redirected to it
             self.learn(broker_id, answered)
         body = _json_of(response)
         if body is None:
@@ -538,7 +547,11 @@ class PulsarAdmin:
         """
         params = {"destinationBroker": destination} if destination else None
         self.request(
-            "PUT", f"/admin/v2/namespaces/{bundle_path(bundle)}/unload", params=params, act=True
+            "PUT",
+            f"/admin/v2/namespaces/{bundle_path(bundle)}/unload",
+            params=params,
+            act=True,
+            empty_json=True,
         )
 
     def split(
@@ -607,9 +620,14 @@ def tls_context(
             "tls_ca_file", f"the CA bundle {ca_file} cannot be read: {exc}"
         ) from None
     if cert_file:
+
+        def no_password() -> str:
+            # An encrypted key would make OpenSSL ask on the terminal: refused instead.
+            raise ssl.SSLError("the key is encrypted; give an unencrypted key file")
+
         try:
-            context.load_cert_chain(cert_file, key_file or None)
-        except (OSError, ssl.SSLError) as exc:
+            context.load_cert_chain(cert_file, key_file or None, password=no_password)
+        except (OSError, ssl.SSLError, ValueError) as exc:
             raise PulsarAdminSetupError(
                 "tls_cert_file",
                 f"the client certificate {cert_file} (key {key_file or 'in the same file'}) "

@@ -12,14 +12,14 @@ No Django.
   E8 that no broker lists is unowned (normal after an unload until a client looks it up). E4's
   redirect also tells each broker's own URL (over https, its ``webServiceUrlTls``);
 - load: E11 (the modular load manager's ``LocalBrokerData``) of every broker, on its own URL;
-  its ``lastStats`` holds every bundle with loaded topics, and is completed from the
-  ``pulsar_bundle_*`` metrics of ``/metrics`` (E14) only when the brokers export them
-  (``exposeBundlesMetricsInPrometheus``, off by default) and an owned bundle is missing — a
-  failed scrape then marks those figures missing, it never drops the report. Under the
-  extensible load manager, which serves no E11, the report is made from the ``pulsar_lb_*``
-  metrics (resource usage, percent) and E12's topic stats summed per bundle (rates,
-  throughput), E12 read at most once a minute (Pulsar rebuilds it every
-  ``statsUpdateFrequencyInSecs``, 60 s) — ``extensible_report``;
+  its ``lastStats`` holds every bundle with loaded topics, an owned bundle absent from it is
+  idle, and ``/metrics`` is never read for it: ``ModularLoadManagerImpl.updateLocalBrokerData``
+  fills ``lastStats`` and the optional ``pulsar_bundle_*`` metrics from the same
+  ``getBundleStats()``, so a scrape could add nothing. Under the extensible load manager, which
+  serves no E11, the report is made from the ``pulsar_lb_*`` metrics (resource usage, percent)
+  and E12's topic stats summed per bundle (rates, throughput), E12 read at most once a minute
+  (Pulsar rebuilds it every ``statsUpdateFrequencyInSecs``, 60 s) — ``extensible_report``; a
+  failed scrape keeps the last usage for a while, marked missing, never silently;
 - the report's time is when Fulcrum read it: ``LocalBrokerData.lastUpdate`` only moves when the
   broker writes its report to the metadata store (a 10 % change, or every 15 min), while the
   figures are fresh on every call; ``lastUpdate`` is kept as information;
@@ -72,21 +72,7 @@ LB_USAGE_METRICS: Final = {
     "pulsar_lb_bandwidth_in_usage": "bandwidthIn",
     "pulsar_lb_bandwidth_out_usage": "bandwidthOut",
 }
-# Per-bundle load of the modular load manager (updateLoadBalancingBundlesMetrics): metric ->
-# the key of a ``lastStats`` entry.
-BUNDLE_METRICS: Final = {
-    "pulsar_bundle_msg_rate_in": "msgRateIn",
-    "pulsar_bundle_msg_rate_out": "msgRateOut",
-    "pulsar_bundle_msg_throughput_in": "msgThroughputIn",
-    "pulsar_bundle_msg_throughput_out": "msgThroughputOut",
-    "pulsar_bundle_topics_count": "topics",
-    "pulsar_bundle_consumer_count": "consumerCount",
-    "pulsar_bundle_producer_count": "producerCount",
-}
 COUNTS: Final = ("topics", "consumerCount", "producerCount")
-# The brokers export pulsar_bundle_* only with this on (ServiceConfiguration; default false;
-# 2.10 spells it exposeBunlesMetricsInPrometheus).
-BUNDLE_METRICS_KEYS: Final = ("exposeBundlesMetricsInPrometheus", "exposeBunlesMetricsInPrometheus")
 # Pulsar rebuilds broker-stats/topics every statsUpdateFrequencyInSecs (60 s by default): read
 # more often, it says the same.
 TOPIC_STATS_TTL_S: Final = 60.0
@@ -212,7 +198,7 @@ class ObserveCache:
         self.lock = threading.Lock()
 
 
-def cluster_name(
+def cluster_name_get(
     admin: PulsarAdmin, configured: str | None, runtime: dict[str, str] | None
 ) -> tuple[str, str]:
     """The local cluster's name and where it came from: ``configured`` (checked against the
@@ -272,7 +258,7 @@ def observe(
     except PulsarAdminError as exc:
         runtime = None
         errors.append(f"configuration: {exc.reason}")
-    name, source = cluster_name(admin, cluster, runtime)
+    name, source = cluster_name_get(admin, cluster, runtime)
     brokers = admin.brokers(name)
     try:
         info = admin.leader()
@@ -310,17 +296,22 @@ def observe(
     owners: dict[str, str] = {}
     unknown: set[str] = set()
     owned_by = dict(admin.each(brokers, lambda b: admin.owned_bundles(name, b)))
-    if admin.secure:
-        # A broker that answered for itself without a redirect (the service URL is a load
-        # balancer in front of it) is asked again through one whose https URL Pulsar named:
-        # that broker redirects to the right one's.
-        for broker in [b for b in brokers if b not in admin.broker_urls]:
-            via = next((b for b in brokers if b != broker and b in admin.broker_urls), None)
-            if via is not None:
-                try:
-                    owned_by[broker] = admin.owned_bundles(name, broker, via=via)
-                except PulsarAdminError as exc:
-                    owned_by[broker] = exc
+    if admin.is_secure:
+        # Over https a broker's URL is learned only from a redirect to it. One that answered
+        # for itself (the service URL is it, or a load balancer in front of it) is asked again
+        # through a broker whose URL Pulsar named: that one redirects to it.
+        known = admin.learned()
+        unnamed = [b for b in brokers if b not in known]
+        via = next((b for b in brokers if b in known), None)
+        if unnamed and via is not None:
+
+            def through(broker: str, via: str = via) -> dict[str, dict[str, Any]]:
+                return admin.owned_bundles(name, broker, via=via)
+
+            owned_by.update(dict(admin.each(unnamed, through)))
+        elif len(brokers) == 1 and brokers[0] not in known:
+            # One broker: the service URL can only be it (or a proxy in front of it alone).
+            admin.learn(brokers[0], admin.service_url)
     for broker in brokers:
         owned = owned_by[broker]
         if isinstance(owned, PulsarAdminError):
@@ -335,38 +326,17 @@ def observe(
     if runtime is not None:
         load_manager = runtime.get("loadManagerClassName", "")
         lb_config = {k: runtime[k] for k in LB_KEYS if k in runtime}
-    bundle_metrics = any(
-        (runtime or {}).get(key, "false").lower() == "true" for key in BUNDLE_METRICS_KEYS
-    )
-    reads: dict[str, BrokerRead] = {}
 
-    def modular(broker: str) -> dict[str, Any]:
+    def modular(broker: str) -> tuple[dict[str, Any], BrokerRead]:
         report = admin.load_report(broker)
-        read = reads[broker] = BrokerRead(clock(), url=admin.broker_url(broker), calls=1)
+        read = BrokerRead(clock(), url=admin.broker_url(broker), calls=1)
         stamp = report.get("lastUpdate")
-        if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+        if isinstance(stamp, int | float) and not isinstance(stamp, bool) and stamp > 0:
             read.last_update = float(stamp) / 1000
-        stats = report.get("lastStats")
-        listed = [b for b, o in owners.items() if o == broker]
-        lacking = [b for b in listed if isinstance(stats, dict) and b not in stats]
-        if bundle_metrics and lacking and isinstance(stats, dict):
-            # Only these brokers export pulsar_bundle_* (exposeBundlesMetricsInPrometheus).
-            read.calls += 1
-            try:
-                exported = parse_metrics(broker, admin.metrics(broker)).bundles
-            except (PulsarAdminError, ObservationError) as exc:
-                why = exc.reason if isinstance(exc, PulsarAdminError) else str(exc)
-                read.missing.append(
-                    f"lastStats: {len(lacking)} owned bundle(s) not in the report, and "
-                    f"/metrics could not complete them: {why}"
-                )
-            else:
-                for bundle, figures in exported.items():
-                    stats.setdefault(bundle, figures)
-        return report
+        return report, read
 
-    def extensible(broker: str) -> dict[str, Any]:
-        read = reads[broker] = BrokerRead(clock(), url=admin.broker_url(broker))
+    def extensible(broker: str) -> tuple[dict[str, Any], BrokerRead]:
+        read = BrokerRead(clock(), url=admin.broker_url(broker))
         now = clock()
         read.calls += 1
         try:
@@ -377,14 +347,13 @@ def observe(
             with cache.lock:
                 cache.usage[broker] = (now, usage)
         except (PulsarAdminError, ObservationError) as exc:
-            why = exc.reason if isinstance(exc, PulsarAdminError) else str(exc)
             with cache.lock:
                 kept = cache.usage.get(broker)
             if kept is None or now - kept[0] > cache.usage_max_age_s:
                 raise
             usage = kept[1]
             read.missing.append(
-                f"resource usage: /metrics unreadable ({why}); the figures read "
+                f"resource usage: /metrics unreadable ({_why(exc)}); the figures read "
                 f"{now - kept[0]:.0f} s ago are used"
             )
         with cache.lock:
@@ -406,30 +375,29 @@ def observe(
         else:
             topics = topics_kept[1]
         read.read_at = clock()
-        return extensible_report(broker, usage, topics)
+        return extensible_report(broker, usage, topics), read
 
-    def reader(broker: str) -> dict[str, Any] | ObservationError:
+    def reader(broker: str) -> tuple[dict[str, Any], BrokerRead] | ObservationError:
         try:
             return extensible(broker) if load_manager.endswith(EXTENSIBLE) else modular(broker)
         except ObservationError as exc:
             return exc
 
+    # Each broker's report and how it was read come back together: a call that missed the
+    # deadline writes nothing into this observation afterwards.
     reports: dict[str, dict[str, Any]] = {}
-    for broker, report in admin.each(brokers, reader):
-        if isinstance(report, PulsarAdminError):
-            errors.append(f"{broker}: load report: {report.reason}")
-            reads.pop(broker, None)
-        elif isinstance(report, ObservationError):
-            errors.append(str(report))
-            reads.pop(broker, None)
-        else:
-            reports[broker] = report
+    reads: dict[str, BrokerRead] = {}
+    for broker, result in admin.each(brokers, reader):
+        if isinstance(result, PulsarAdminError):
+            errors.append(f"{broker}: load report: {result.reason}")
+        elif isinstance(result, ObservationError):
+            errors.append(str(result))
+        elif broker not in unknown:  # its bundles are unknown: its report cannot be checked
+            reports[broker], reads[broker] = result
     versions = {
         b: str(r.get("brokerVersionString", "")) for b, r in reports.items() if isinstance(r, dict)
     }
-    for broker in unknown:
-        reports.pop(broker, None)  # its bundles are unknown: its report cannot be checked
-        reads.pop(broker, None)
+    learned = admin.learned()
     return Observation(
         name,
         brokers,
@@ -445,9 +413,13 @@ def observe(
         lb_config,
         complete,
         reads,
-        {b: u for b, u in admin.broker_urls.items() if b in set(brokers)},
+        {b: u for b, u in learned.items() if b in set(brokers)},
         source,
     )
+
+
+def _why(exc: Exception) -> str:
+    return exc.reason if isinstance(exc, PulsarAdminError) else str(exc)
 
 
 def _number(broker: str, where: str, value: Any) -> float:
@@ -465,7 +437,8 @@ def report_document(
     the bundles it owns (``owned``, from E4) and those of them ``lastStats`` covers (every
     bundle with loaded topics), ``timestamp`` = ``read_at`` (s), when Fulcrum read it — not
     ``lastUpdate``, the broker's last metadata-store write (ModularLoadManagerImpl
-    writeBrokerDataOnZooKeeper: a 10 % change or every 15 min), which is only checked.
+    writeBrokerDataOnZooKeeper: a 10 % change or every 15 min), which is information only and
+    not read here.
 
     Raises:
         ObservationError: a missing or malformed field, named.
@@ -485,8 +458,6 @@ def report_document(
         doc[key] = {"usage": max(usage, 0.0) * scale, "limit": limit * scale}
     for key in RATES:
         doc[key] = _number(broker, key, data.get(key, 0.0))
-    if "lastUpdate" in data:
-        _number(broker, "lastUpdate", data["lastUpdate"])
     if read_at is not None:
         doc["timestamp"] = read_at
     topics = data.get("numTopics", 0)
@@ -550,44 +521,35 @@ def affinity_by_range(version: str, *, extensible: bool) -> bool:
 @dataclass
 class BrokerMetrics:
     """What one broker's ``/metrics`` says of load: ``usage`` resource -> percent of its limit
-    (``cpu``, ``memory``, ``directMemory``, ``bandwidthIn``, ``bandwidthOut``); ``bundles``
-    bundle -> ``lastStats``-shaped figures (modular load manager only)."""
+    (``cpu``, ``memory``, ``directMemory``, ``bandwidthIn``, ``bandwidthOut``)."""
 
     usage: dict[str, float]
-    bundles: dict[str, dict[str, Any]]
 
 
 def parse_metrics(broker: str, text: str) -> BrokerMetrics:
     """Parse a broker's Prometheus text (E14) with prometheus-client's parser; metrics other
-    than ``LB_USAGE_METRICS`` and ``BUNDLE_METRICS`` are ignored, so new ones cost nothing.
+    than ``LB_USAGE_METRICS`` are ignored, so new ones cost nothing.
 
     Raises:
         ObservationError: text that is not the exposition format, or a value that is not a
             finite non-negative number.
     """
     usage: dict[str, float] = {}
-    bundles: dict[str, dict[str, Any]] = {}
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError) as exc:
         raise ObservationError(broker, "metrics", f"not Prometheus text: {exc}") from None
     for family in families:
         for sample in family.samples:
-            name = sample.name
-            if name not in LB_USAGE_METRICS and name not in BUNDLE_METRICS:
+            if sample.name not in LB_USAGE_METRICS:
                 continue
             value = sample.value
             if not math.isfinite(value) or value < 0:
-                raise ObservationError(broker, f"metrics.{name}", f"must be ≥ 0, not {value!r}")
-            if name in LB_USAGE_METRICS:
-                usage[LB_USAGE_METRICS[name]] = float(value)
-                continue
-            bundle = sample.labels.get("bundle", "")
-            if not bundle or is_system_bundle(bundle):
-                continue
-            key = BUNDLE_METRICS[name]
-            bundles.setdefault(bundle, {})[key] = int(value) if key in COUNTS else float(value)
-    return BrokerMetrics(usage, bundles)
+                raise ObservationError(
+                    broker, f"metrics.{sample.name}", f"must be ≥ 0, not {value!r}"
+                )
+            usage[LB_USAGE_METRICS[sample.name]] = float(value)
+    return BrokerMetrics(usage)
 
 
 def extensible_report(

@@ -32,7 +32,7 @@ def answer(cluster: PulsarCluster):
             request.url.query.decode(),
             dict(request.headers),
             request.content,
-            secure=secure,
+            is_secure=secure,
         )
         return httpx.Response(status, headers=headers, content=body)
 

@@ -507,7 +507,6 @@ def test_the_extensible_manager_s_metrics_and_topic_stats_make_a_report():
         "directMemory": 2.0,
         "memory": 400.0,
     }
-    assert seen.bundles == {}  # no pulsar_bundle_* under the extensible manager
     topics = {
         "public/default": {
             "0x40000000_0x80000000": {
@@ -539,60 +538,36 @@ def test_the_extensible_manager_s_metrics_and_topic_stats_make_a_report():
     assert missing.value.field == "metrics.pulsar_lb_memory_usage"
 
 
-def test_bundle_metrics_are_read_only_when_exported_and_a_failed_scrape_keeps_the_report(
+def test_under_the_modular_manager_metrics_are_never_read_and_idle_bundles_stay_idle(
     admin, fake, router
 ):
-    """``pulsar_bundle_*`` exist only with exposeBundlesMetricsInPrometheus=true (default false,
-    ModularLoadManagerImpl.updateLocalBrokerData): without it /metrics is never read; with it,
-    an owned bundle missing from lastStats is completed from them, and a scrape that fails
-    marks those figures missing without dropping the report."""
+    """ModularLoadManagerImpl.updateLocalBrokerData fills lastStats and the optional
+    pulsar_bundle_* metrics from the same getBundleStats(): an owned bundle absent from
+    lastStats is idle, in the metrics neither, so /metrics is never read, exported or not."""
     from console.pulsar.observe import parse_metrics
 
-    metrics = "".join(
-        f'pulsar_bundle_msg_rate_in{{cluster="c1",broker="broker-1",bundle="{b}",'
-        f'metric="loadBalancing"}} 7.0\n'
-        f'pulsar_bundle_topics_count{{cluster="c1",broker="broker-1",bundle="{b}",'
-        f'metric="loadBalancing"}} 4\n'
-        for b in fake.owned[B1] + fake.heartbeats[B1]
-    )
-    assert set(parse_metrics(B1, metrics).bundles) == set(fake.owned[B1])  # heartbeats left out
     original = fake.__call__
-    exported = {"value": "false"}
-    scrape = {"fails": False}
 
-    def top_one(request):
-        on_b1 = request.url.netloc.decode() == B1
+    def exported(request):
         if request.url.path == "/admin/v2/brokers/configuration/runtime":
             runtime = original(request).json()
-            return httpx.Response(
-                200, json=runtime | {"exposeBundlesMetricsInPrometheus": exported["value"]}
-            )
-        if on_b1 and request.url.path == "/admin/v2/broker-stats/load-report":
+            return httpx.Response(200, json=runtime | {"exposeBundlesMetricsInPrometheus": "true"})
+        if request.url.netloc.decode() == B1 and request.url.path.endswith("/load-report"):
             data = original(request).json()
             data["lastStats"] = {fake.owned[B1][0]: data["lastStats"][fake.owned[B1][0]]}
             return httpx.Response(200, json=data)
-        if request.url.path == "/metrics":
-            fake.requests.append(request)
-            if scrape["fails"]:
-                raise httpx.ReadTimeout("timed out", request=request)
-            return httpx.Response(200, text=metrics if on_b1 else "")
         return original(request)
 
-    router.routes[0].side_effect = top_one
+    router.routes[0].side_effect = exported
     seen = observe(admin)
-    assert not any(r.url.path == "/metrics" for r in fake.requests)  # not exported: not read
-    assert set(seen.reports[B1]["lastStats"]) == {fake.owned[B1][0]}
-    exported["value"] = "true"
-    seen = observe(admin)
-    stats = seen.reports[B1]["lastStats"]
-    assert stats[fake.owned[B1][0]]["msgRateIn"] == 10.0  # the report's own figures kept
-    assert stats[fake.owned[B1][1]] == {"msgRateIn": 7.0, "topics": 4}  # from the metrics
-    scrape["fails"] = True
-    failed = observe(admin)
-    assert set(failed.reports) == {B1, B2}  # the report stands
-    (missing,) = failed.reads[B1].missing
-    assert missing.startswith("lastStats: 1 owned bundle(s) not in the report, and /metrics")
-    assert "ReadTimeout" in missing
+    assert not any(r.url.path == "/metrics" for r in fake.requests)
+    owned = [b for b, o in seen.owners.items() if o == B1]
+    doc = report_document(B1, seen.reports[B1], owned, read_at=1.0)
+    assert set(doc["bundles"]) == set(fake.owned[B1])
+    assert set(doc["bundleStats"]) == {fake.owned[B1][0]}  # the idle one has no figures
+    assert seen.reads[B1].missing == []
+    usage = parse_metrics(B1, 'pulsar_lb_cpu_usage{broker="b"} 12.5\nother_metric 1\n').usage
+    assert usage == {"cpu": 12.5}
     with pytest.raises(ObservationError) as bad:
         parse_metrics(B1, "pulsar_lb_cpu_usage{broker=} oops\n")
     assert bad.value.field == "metrics"

@@ -25,7 +25,7 @@ from balancer.simulator.layout import DEMO
 from console.connectors.pulsar_cluster import PulsarCluster, serve, stop
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.pulsar.auth import AuthError, OAuth2ClientCredentials, TokenFile
-from console.pulsar.observe import ObserveCache, cluster_name, observe
+from console.pulsar.observe import ObserveCache, cluster_name_get, observe
 from tests.console.pulsar_world import TOKEN, answer, flat_cpu
 from tests.support import free_ports
 
@@ -166,9 +166,11 @@ def test_over_https_every_broker_is_read_at_the_url_pulsar_redirects_to(tls_clus
         b: f"https://127.0.0.1:{cluster.tls_port_of[b]}" for b in cluster.broker_ids
     }
     assert cluster.requests
-    assert all(r.secure for r in cluster.requests)
+    assert all(r.is_secure for r in cluster.requests)
     hops = [r for r in cluster.requests if r.path.endswith("/ownedNamespaces")]
-    assert sum(r.status == 307 for r in hops) == len(cluster.broker_ids) - 1
+    # Each broker's URL came from a redirect to it: the one the service URL is was asked again
+    # through another broker.
+    assert sum(r.status == 307 for r in hops) == len(cluster.broker_ids)
     # The http port does not speak TLS: the guess Fulcrum made before fails there.
     with (
         PulsarAdmin(
@@ -219,11 +221,11 @@ def test_the_local_cluster_is_the_brokers_own_and_never_guessed(workload):
             assert "belong to cluster demo, not demo-dr" in remote.value.reason
             # Without the brokers' clusterName, two listed clusters are not guessed between.
             with pytest.raises(PulsarAdminError) as unsure:
-                cluster_name(admin, None, None)
+                cluster_name_get(admin, None, None)
             assert unsure.value.status == 409
             assert "lists demo, demo-dr: not guessed" in unsure.value.reason
             cluster.remote_clusters = []
-            assert cluster_name(admin, None, None) == ("demo", "the only cluster listed")
+            assert cluster_name_get(admin, None, None) == ("demo", "the only cluster listed")
     # A call about the remote cluster is redirected to it (validateClusterOwnership).
     status, headers, _ = cluster.handle(
         cluster.broker_ids[0], "GET", "/admin/v2/brokers/demo-east", "", AUTH
@@ -269,6 +271,22 @@ def test_before_the_fix_two_same_range_hints_cross_wire(workload, version, cross
         assert cluster.owners[first] == ids[6]
     else:
         assert (cluster.owners[first], cluster.owners[second]) == (ids[5], ids[6])
+
+
+@pytest.mark.parametrize(
+    "version", ["3.0.17", "3.3.2", "4.0.9", "4.0.10", "4.0.13", "4.1.1", "4.2.0", "4.2.1", "5.0.0"]
+)
+def test_the_connector_and_the_simulator_agree_on_which_releases_key_by_range(workload, version):
+    """Two tables, one each side (the release notes of apache/pulsar#25518): the connector's
+    ``affinity_by_range`` and the simulator's ``AFFINITY_BY_NAME``."""
+    from console.pulsar.observe import affinity_by_range
+
+    cluster = PulsarCluster(workload, flat_cpu(), ports=free_ports(8), pulsar_version=version)
+    keyed_by_range = cluster.affinity_key("acme/orders/0x00000000_0x10000000") == (
+        "0x00000000_0x10000000"
+    )
+    assert affinity_by_range(version, extensible=False) is keyed_by_range
+    assert affinity_by_range(version, extensible=True) is False
 
 
 def queue(connection, bundle: str, source: str, **fields):
@@ -393,7 +411,10 @@ def test_a_slow_broker_is_named_and_the_pass_goes_on_without_it(workload):
             seen = observe(admin)
             waited = time.monotonic() - started
     assert set(seen.reports) == set(cluster.broker_ids) - {slow}
-    assert any(e.startswith(f"{slow}: load report: no answer within 1 s") for e in seen.errors)
+    assert any(
+        e.startswith(f"{slow}: load report: no answer within 1.0 s (the deadline)")
+        for e in seen.errors
+    )
     assert waited < 2.5
 
 

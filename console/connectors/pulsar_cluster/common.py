@@ -13,6 +13,10 @@ from balancer.config import PULSAR_KEYS
 from console.pulsar.observe import EXTENSIBLE_CLASS, KBIT_TO_BYTES, MODULAR_CLASS, version_key
 
 MODULAR: Final = MODULAR_CLASS
+# The releases whose ModularLoadManagerImpl keys an unload's destination (the bundle affinity) by
+# the full bundle name, apache/pulsar#25518 (release notes of 4.0.10 and 4.2.1; not 3.0.17):
+# [from, to) version ranges. The simulator's own table: the connector's is checked against it.
+AFFINITY_BY_NAME: Final = (((4, 0, 10), (4, 1)), ((4, 2, 1), (99,)))
 # Shown by E15 as dynamic (Pulsar's ServiceConfiguration marks it so); the simulator cannot switch
 # load managers at runtime, so E18 refuses any other value.
 LISTED_DYNAMIC: Final = ("loadManagerClassName",)
@@ -112,7 +116,7 @@ class RequestRecord:
     path: str
     query: str
     status: int
-    secure: bool = False
+    is_secure: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +209,7 @@ class _Request:
     query: str
     params: dict[str, str]
     body: bytes
-    secure: bool = False  # came in over https
+    is_secure: bool = False  # came in over https
 
 
 def _escape(value: str) -> str:

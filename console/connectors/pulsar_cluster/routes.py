@@ -53,9 +53,9 @@ class PulsarCluster(ClusterState):
         headers: Mapping[str, str] | None = None,
         body: bytes = b"",
         *,
-        secure: bool = False,
+        is_secure: bool = False,
     ) -> Response:
-        """Answer one request sent to broker ``broker_id`` (over https when ``secure``):
+        """Answer one request sent to broker ``broker_id`` (over https when ``is_secure``):
         ``path`` still percent-encoded, ``query`` without ``?``. Returns (status, headers,
         body); every request is recorded in ``requests``. Errors are Pulsar's: ``{"reason"}``
         JSON, or 500 ``text/plain`` for an unmapped exception (Pulsar RestException,
@@ -63,11 +63,11 @@ class PulsarCluster(ClusterState):
         with self.lock:
             self._unloaded = False
             response = self._route(
-                broker_id, method.upper(), path, query, headers or {}, body, secure
+                broker_id, method.upper(), path, query, headers or {}, body, is_secure
             )
             delay = self.unload_delay_s if self._unloaded else 0.0
             self.requests.append(
-                RequestRecord(broker_id, method.upper(), path, query, response[0], secure)
+                RequestRecord(broker_id, method.upper(), path, query, response[0], is_secure)
             )
         if delay > 0:
             time.sleep(delay)  # the lock is free: other requests go on meanwhile
@@ -81,7 +81,7 @@ class PulsarCluster(ClusterState):
         query: str,
         headers: Mapping[str, str],
         body: bytes,
-        secure: bool = False,
+        is_secure: bool = False,
     ) -> Response:
         if me not in self.port_of:
             return _reason(404, f"broker {me} is not part of this cluster")
@@ -95,7 +95,7 @@ class PulsarCluster(ClusterState):
         while segs and not segs[-1]:
             segs.pop()
         params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
-        request = _Request(me, method, path, query, params, body, secure)
+        request = _Request(me, method, path, query, params, body, is_secure)
         if segs == ["metrics"] and method == "GET":
             return self._metrics(me)
         if segs[:3] == ["lookup", "v2", "topic"] and method == "GET":
@@ -173,7 +173,7 @@ class PulsarCluster(ClusterState):
             if self.version < (3,) and named != r.me:
                 # 2.10's validateBrokerName: a redirect to the host named, known or not, on the
                 # id's (http) port whatever the request's scheme.
-                scheme = "https" if r.secure else "http"
+                scheme = "https" if r.is_secure else "http"
                 location = f"{scheme}://{named}{r.path}" + (f"?{r.query}" if r.query else "")
                 return 307, {"Location": location, "Content-Type": "application/json"}, b""
             if named not in self.active:
@@ -374,11 +374,11 @@ class PulsarCluster(ClusterState):
             return _reason(412, f"Invalid bundle range {namespace}/{label}")
         return f"{namespace}/{format_hash(lower)}_{format_hash(upper)}"
 
-    def web_url(self, broker: str, *, secure: bool) -> str:
-        """``broker``'s web URL for a request that came over https (``secure``: its
+    def web_url(self, broker: str, *, is_secure: bool) -> str:
+        """``broker``'s web URL for a request that came over https (``is_secure``: its
         ``webServiceUrlTls`` when it has one) or http."""
         tls = self.tls_port_of.get(broker)
-        return f"https://{self.host}:{tls}" if secure and tls else f"http://{broker}"
+        return f"https://{self.host}:{tls}" if is_secure and tls else f"http://{broker}"
 
     def _redirect(self, broker: str, r: _Request, **changes: str | None) -> Response:
         """307 to ``broker`` with the same path and the query changed by ``changes`` (None
@@ -391,7 +391,8 @@ class PulsarCluster(ClusterState):
             if value is not None:
                 params[key] = [value]
         rest = urlencode(params, doseq=True)
-        location = self.web_url(broker, secure=r.secure) + r.path + (f"?{rest}" if rest else "")
+        base = self.web_url(broker, is_secure=r.is_secure)
+        location = base + r.path + (f"?{rest}" if rest else "")
         return 307, {"Location": location, "Content-Type": "application/json"}, b""
 
     def _unload(self, r: _Request, namespace: str, label: str) -> Response:

@@ -32,7 +32,7 @@ class _BrokerHandler(BaseHTTPRequestHandler):
 
     cluster: PulsarCluster
     broker_id: str
-    secure: bool = False
+    is_secure: bool = False
     protocol_version = "HTTP/1.1"
     timeout = 30
 
@@ -50,7 +50,7 @@ class _BrokerHandler(BaseHTTPRequestHandler):
             query,
             dict(self.headers.items()),
             body,
-            secure=self.secure,
+            is_secure=self.is_secure,
         )
         self.send_response(status)
         for key, value in headers.items():
@@ -106,11 +106,15 @@ def serve(
             handler = type(
                 "BrokerHandler",
                 (_BrokerHandler,),
-                {"cluster": cluster, "broker_id": broker, "secure": secure},
+                {"cluster": cluster, "broker_id": broker, "is_secure": secure},
             )
             server = ThreadingHTTPServer((host or cluster.host, port), handler)
             if secure and tls is not None:
-                server.socket = tls.wrap_socket(server.socket, server_side=True)
+                # The handshake runs in the request's own thread, not in the accept loop: a
+                # client that stalls it blocks no one else.
+                server.socket = tls.wrap_socket(
+                    server.socket, server_side=True, do_handshake_on_connect=False
+                )
             server.daemon_threads = True
             servers.append(server)
             threading.Thread(
@@ -221,11 +225,12 @@ def main(argv: list[str] | None = None) -> None:
     layout = DEMO
     if any(v is not None for v in sizes):
         try:
+            brokers = 8 if args.brokers is None else args.brokers
             layout = generated_layout(
-                args.brokers or 8,
-                args.namespaces or 6,
-                args.bundles_per_namespace or 16,
-                args.failure_domains or min(3, args.brokers or 8),
+                brokers,
+                6 if args.namespaces is None else args.namespaces,
+                16 if args.bundles_per_namespace is None else args.bundles_per_namespace,
+                min(3, brokers) if args.failure_domains is None else args.failure_domains,
             )
         except ValueError as exc:
             parser.error(str(exc))

@@ -34,6 +34,7 @@ from balancer.simulator.model import BundleMap, background_cpu, broker_report, b
 from balancer.simulator.workload import Workload
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 from console.connectors.pulsar_cluster.common import (
+    AFFINITY_BY_NAME,
     ALL_SPLITS,
     CONFIG,
     CORES,
@@ -53,7 +54,6 @@ from console.connectors.pulsar_cluster.common import (
     _text,
     _version,
 )
-from console.pulsar.observe import affinity_by_range
 
 log = logging.getLogger("fulcrum.pulsar_cluster")
 
@@ -443,12 +443,12 @@ class ClusterState:
     # -- HTTP --------------------------------------------------------------------------------------
 
     def affinity_key(self, bundle: str) -> str:
-        """The key of the modular leader's destination hint: the bundle's range until
-        apache/pulsar#25518 (4.0.10, 4.2.1), so same-range bundles of two namespaces share one
-        hint (``NamespacesBase.setNamespaceBundleAffinityAsync(bundleRange, …)``); the full
-        name after."""
-        by_range = affinity_by_range(self.pulsar_version, extensible=self.extensible)
-        return bundle.rsplit("/", 1)[-1] if by_range else bundle
+        """The key of the modular leader's bundle affinity (an unload's destination): the
+        bundle's range in the releases without apache/pulsar#25518, so same-range bundles of two
+        namespaces share one (``NamespacesBase.setNamespaceBundleAffinityAsync(bundleRange,
+        …)``); the full name in those with it (``AFFINITY_BY_NAME``)."""
+        by_name = any(lo <= self.version < hi for lo, hi in AFFINITY_BY_NAME)
+        return bundle if by_name else bundle.rsplit("/", 1)[-1]
 
     def _local_data(self, broker: str) -> dict[str, Any]:
         """``LocalBrokerData`` as ``ModularLoadManagerImpl.updateLocalBrokerData`` makes it now
@@ -699,7 +699,8 @@ class ClusterState:
                 "pulsar_bundle_consumer_count": "consumers",
                 "pulsar_bundle_producer_count": "producers",
             }
-            owned = self._owned(me)
+            # updateLoadBalancingBundlesMetrics(getBundleStats()): the bundles of lastStats.
+            owned = sorted(self._local_data(me)["lastStats"])
             for family, key in bundle_metrics.items():
                 families[family] = [
                     (
