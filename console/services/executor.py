@@ -50,7 +50,8 @@ NO_SPLIT: Final = (
     "Pulsar found no valid boundary and split nothing (the bundle had at most one loaded "
     "topic, or the positions were outside it)"
 )
-NO_BOUNDARY: Final = re.compile(r"not found under namespace|no valid boundary", re.IGNORECASE)
+# ExtensibleLoadManagerImpl.splitNamespaceBundleAsync's IllegalStateException, a 500.
+NO_BOUNDARY: Final = re.compile(r"not found under namespace", re.IGNORECASE)
 
 
 def moves_in_flight(connection: PulsarConnection) -> int:
@@ -167,22 +168,29 @@ def moves_send(
     )
     room = max(0, connection.max_moves_in_flight - len(busy))
     by_range = affinity_by_range(version, extensible=extensible)
-    hinted = {_range(m.bundle) for m in busy if m.kind == PulsarMove.Kind.UNLOAD and m.destination}
+    # range -> whether an unload of it in flight carries a destination: on a cluster that keys
+    # the affinity by range, the next assignment of any bundle of that range takes it.
+    flying: dict[str, bool] = {}
+    for m in busy:
+        if m.kind == PulsarMove.Kind.UNLOAD:
+            flying[_range(m.bundle)] = flying.get(_range(m.bundle), False) or bool(m.destination)
     queued: list[PulsarMove] = []
     for move in connection.moves.filter(state=PulsarMove.State.QUEUED).order_by("id"):
         if len(queued) >= room:
             break
-        if by_range and move.kind == PulsarMove.Kind.UNLOAD and move.destination:
-            if _range(move.bundle) in hinted:
+        if by_range and move.kind == PulsarMove.Kind.UNLOAD:
+            bundle_range = _range(move.bundle)
+            if bundle_range in flying and (flying[bundle_range] or move.destination):
                 wait = (
-                    f"waiting: another unload with a destination of range {_range(move.bundle)} "
-                    f"is in flight, and Pulsar {version or '(version unknown)'} keys its "
-                    "destination hint by bundle range (apache/pulsar#25518); "
+                    f"waiting: another unload of range {bundle_range} is in flight, and "
+                    f"Pulsar {version or '(version unknown)'} keys an unload's destination (its "
+                    "bundle affinity) by bundle range, so either could take the other's "
+                    "(apache/pulsar#25518); "
                 )
                 if move.outcome_reason != wait:
                     PulsarMove.objects.filter(pk=move.pk).update(outcome_reason=wait)
                 continue
-            hinted.add(_range(move.bundle))
+            flying[bundle_range] = flying.get(bundle_range, False) or bool(move.destination)
         queued.append(move)
     claimed = [
         m
@@ -227,11 +235,18 @@ def moves_send(
             raise PulsarAdminError(0, f"{type(exc).__name__}: {exc}", "PUT", move.bundle) from exc
 
     sent = 0
-    for item, result in admin.each(sends, send):
+    # An unload waits up to namespaceBundleUnloadingTimeoutMs: its calls get their own timeout.
+    deadline = admin.act_timeout_s + 5
+    for item, result in admin.each(sends, send, deadline_s=deadline, method="PUT"):
         move = item.move
         note = item.note
         if isinstance(result, PulsarAdminError):
-            if move.kind == PulsarMove.Kind.SPLIT and NO_BOUNDARY.search(result.reason):
+            if (
+                move.kind == PulsarMove.Kind.SPLIT
+                and extensible
+                and result.status == 500
+                and NO_BOUNDARY.search(result.reason)
+            ):
                 # The extensible load manager's answer to a split with no valid boundary.
                 why = f"{note}{NO_SPLIT} (HTTP {result.status}: {result.reason})"
                 _finish(

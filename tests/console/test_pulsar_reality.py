@@ -313,21 +313,27 @@ def test_the_executor_keeps_one_destination_unload_per_range_in_flight(pulsar_wo
     first, second = "acme/orders/0x10000000_0x20000000", "acme/payments/0x10000000_0x20000000"
     a = queue(connection, first, cluster.owners[first], kind="unload", destination=ids[5])
     b = queue(connection, second, cluster.owners[second], kind="unload", destination=ids[6])
+    third = "globex/logs/0x10000000_0x20000000"  # a plain unload of the same range: its
+    c = queue(connection, third, cluster.owners[third], kind="unload")  # assignment takes it too
+    other = "globex/logs/0x20000000_0x30000000"  # another range goes at once
+    d = queue(connection, other, cluster.owners[other], kind="unload")
     pulsar_sync_run()
-    a.refresh_from_db()
-    b.refresh_from_db()
-    assert (a.state, b.state) == ("verifying", "queued")
-    assert b.outcome_reason.startswith("waiting: another unload with a destination of range")
+    for move in (a, b, c, d):
+        move.refresh_from_db()
+    assert (a.state, b.state, c.state, d.state) == ("verifying", "queued", "queued", "verifying")
+    assert c.outcome_reason.startswith("waiting: another unload of range 0x10000000_0x20000000")
+    assert b.outcome_reason.startswith("waiting: another unload of range")
     assert "apache/pulsar#25518" in b.outcome_reason
-    for _ in range(4):
+    for _ in range(8):
         clock.shift(15)
         cluster.step(time.time())
         pulsar_sync_run()
-    a.refresh_from_db()
-    b.refresh_from_db()
+    for move in (a, b, c, d):
+        move.refresh_from_db()
     assert (a.outcome, b.outcome) == ("as-planned", "as-planned")
+    assert c.state == d.state == "done"  # sent once the range was free, and verified
     assert (cluster.owners[first], cluster.owners[second]) == (ids[5], ids[6])
-    assert PulsarMove.objects.filter(state="done").count() == 2
+    assert PulsarMove.objects.filter(state="done").count() == 4
 
 
 def test_a_split_pulsar_makes_nothing_of_is_reported_as_a_no_op(pulsar_world):
