@@ -118,7 +118,11 @@ def procfile_commands(
         while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
             key, _, value = words.pop(0).partition("=")
             env[key] = value
-        commands[name] = (words[1:] if words[:1] == ["exec"] else words, env)
+        argv = words[1:] if words[:1] == ["exec"] else words
+        if argv and argv[0].startswith("scripts/"):
+            # The project's own wrappers (keep-running): found from any working directory.
+            argv[0] = str(procfile.parent / argv[0])
+        commands[name] = (argv, env)
     return commands
 
 

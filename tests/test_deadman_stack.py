@@ -1,9 +1,15 @@
 """Never a cluster without a balancer, with real processes: the simulated Pulsar cluster, the
 Celery worker and beat and the dead-man as ``make run`` starts them (their Procfile lines), on a
 private Redis and a SQLite file. Fulcrum takes control at its first observation (Pulsar's
-shedding off); the worker and beat are then killed (SIGKILL), and Pulsar's own shedding must be
-back — the override Fulcrum set removed, the effective value true again — within
-``FULCRUM_DEADMAN_S`` of the last tick, with the dead-man's audit and metric."""
+shedding off).
+
+- The worker and beat are killed for good (SIGKILL to them and to ``keep-running`` above them):
+  Pulsar's own shedding must be back — the override Fulcrum set removed, the effective value
+  true again — within ``FULCRUM_DEADMAN_S`` of the last tick, with the dead-man's audit and
+  metric.
+- Under honcho, as ``make run`` runs them, a worker killed with SIGKILL is started again by
+  ``keep-running``: the stack stays up (honcho stops every process when one exits), the loop
+  ticks again, and the dead-man has nothing to do."""
 
 from __future__ import annotations
 
@@ -14,11 +20,20 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 
-from tests.support import free_port, free_ports, procfile_commands, redis_server, wait_for_port
+from tests.support import (
+    free_port,
+    free_ports,
+    process_tree,
+    procfile_commands,
+    redis_server,
+    wait_for_port,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEADMAN_S = 20.0
@@ -41,11 +56,42 @@ def _ticks(database: Path) -> int:
             return 0
 
 
-def test_killing_the_worker_and_beat_in_control_gives_pulsar_its_shedding_back(tmp_path):
+@dataclass
+class Stack:
+    """The environment of ``make run``'s processes, on private ports and files."""
+
+    env: dict[str, str]
+    database: Path
+    pulsar_port: int
+    base: str
+    logs: Path
+
+    def said(self) -> str:
+        """The end of every process log, for a failure's message."""
+        return "\n".join(
+            f"--- {log.name}\n" + log.read_text()[-3000:] for log in sorted(self.logs.glob("*.log"))
+        )
+
+    def in_control(self, seconds: float = 120.0) -> None:
+        """Wait until Fulcrum took control (Pulsar's override set) and the loop ticked."""
+        assert wait_for_port(self.pulsar_port), self.said()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            values, effective = _config(self.base)
+            if values.get("loadBalancerSheddingEnabled") == "false" and _ticks(self.database) >= 2:
+                assert effective == "false"
+                return
+            time.sleep(0.5)
+        raise AssertionError("control was not taken, or the loop did not tick\n" + self.said())
+
+
+@pytest.fixture
+def stack(tmp_path):
     redis_port = free_port()
     pulsar_port = free_ports(9)[0]  # the simulator's 8 brokers take the ports from here up
     redis = redis_server(redis_port, tmp_path)
     (tmp_path / "prometheus").mkdir()
+    (tmp_path / "logs").mkdir()
     database = tmp_path / "stack.sqlite3"
     env = {
         **os.environ,
@@ -64,58 +110,87 @@ def test_killing_the_worker_and_beat_in_control_gives_pulsar_its_shedding_back(t
         "FULCRUM_DEADMAN_S": str(DEADMAN_S),
         "FULCRUM_DEADMAN_CHECK_S": "1",
         "FULCRUM_SIM_STEP_S": "1",
+        "FULCRUM_RESTART_PAUSE_S": "1",
         "FULCRUM_LOG_LEVEL": "INFO",
+        "PULSAR_PORT": str(pulsar_port),
     }
     for command in (["migrate", "--noinput", "-v0"], ["seed_demo"]):
         subprocess.run(
-            [sys.executable, "manage.py", *command], cwd=ROOT, env=env, check=True, timeout=120
+            [sys.executable, "manage.py", *command],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            timeout=120,
+            capture_output=True,
         )
+    try:
+        yield Stack(
+            env, database, pulsar_port, f"http://127.0.0.1:{pulsar_port}", tmp_path / "logs"
+        )
+    finally:
+        redis.terminate()
+        redis.wait(timeout=10)
+
+
+def _celery_worker(root: int) -> int:
+    """The Celery worker's own process under ``root`` (not honcho's forks, not keep-running)."""
+    for pid in process_tree(root):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        wrapped = any(a.endswith(b"keep-running") for a in argv)
+        if {b"-A", b"console", b"worker"} <= set(argv) and not wrapped and b"start" not in argv:
+            return pid
+    raise AssertionError(f"no Celery worker under {root}")
+
+
+def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            for pid in process_tree(process.pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_killing_the_worker_and_beat_in_control_gives_pulsar_its_shedding_back(stack):
     commands = procfile_commands(
-        ("worker", "beat", "deadman", "simulator"), {"PULSAR_PORT": str(pulsar_port)}
+        ("worker", "beat", "deadman", "simulator"), {"PULSAR_PORT": str(stack.pulsar_port)}
     )
-    logs = {name: open(tmp_path / f"{name}.log", "w") for name in commands}  # noqa: SIM115
     processes = {
         name: subprocess.Popen(
-            cmd, cwd=ROOT, env=env | own, stdout=logs[name], stderr=subprocess.STDOUT
+            cmd,
+            cwd=ROOT,
+            env=stack.env | own,
+            stdout=(stack.logs / f"{name}.log").open("w"),
+            stderr=subprocess.STDOUT,
         )
         for name, (cmd, own) in commands.items()
     }
-    base = f"http://127.0.0.1:{pulsar_port}"
-
-    def said() -> str:
-        return "\n".join(
-            f"--- {name}\n" + (tmp_path / f"{name}.log").read_text()[-3000:] for name in logs
-        )
-
     try:
-        assert wait_for_port(pulsar_port), said()
-        # Control taken at the first observation, and the loop ticking.
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            values, effective = _config(base)
-            if values.get("loadBalancerSheddingEnabled") == "false" and _ticks(database) >= 2:
-                break
-            time.sleep(0.5)
-        else:
-            raise AssertionError("control was not taken, or the loop did not tick\n" + said())
-        assert effective == "false"
-        for name in ("worker", "beat"):
-            processes[name].send_signal(signal.SIGKILL)
+        stack.in_control()
+        for name in ("worker", "beat"):  # keep-running first: nothing starts them again
+            for pid in process_tree(processes[name].pid):
+                os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
-        ticks = _ticks(database)
+        ticks = _ticks(stack.database)
         while time.monotonic() < killed + DEADMAN_S + 15:
-            values, effective = _config(base)
+            values, effective = _config(stack.base)
             if "loadBalancerSheddingEnabled" not in values and effective == "true":
                 break
             time.sleep(0.25)
         else:
-            raise AssertionError("Pulsar's shedding did not come back\n" + said())
+            raise AssertionError("Pulsar's shedding did not come back\n" + stack.said())
         back_after = time.monotonic() - killed
         # The limit counts from the last tick, which came at most a loop interval before the
         # kill; the check runs every second.
         assert back_after <= DEADMAN_S + 2, back_after
-        assert _ticks(database) == ticks  # nothing ticked meanwhile: the dead-man did it
-        with sqlite3.connect(database) as db:
+        assert _ticks(stack.database) == ticks  # nothing ticked meanwhile: the dead-man did it
+        with sqlite3.connect(stack.database) as db:
             mode, handed_back = db.execute(
                 "select mode, handed_back from console_pulsarconnection"
             ).fetchone()
@@ -127,20 +202,43 @@ def test_killing_the_worker_and_beat_in_control_gives_pulsar_its_shedding_back(t
         from prometheus_client.multiprocess import MultiProcessCollector
 
         registry = CollectorRegistry()
-        MultiProcessCollector(registry, path=str(tmp_path / "prometheus"))
+        MultiProcessCollector(registry, path=stack.env["PROMETHEUS_MULTIPROC_DIR"])
         released = registry.get_sample_value(
             "fulcrum_deadman_releases_total", {"result": "released"}
         )
         assert released == 1
         print(f"Pulsar's shedding back {back_after:.1f} s after the kill (limit {DEADMAN_S:g} s)")
     finally:
-        for process in processes.values():
-            if process.poll() is None:
-                process.terminate()
-        for process in processes.values():
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        redis.terminate()
-        redis.wait(timeout=10)
+        _stop(list(processes.values()))
+
+
+def test_under_honcho_a_killed_worker_is_started_again_and_the_stack_stays_up(stack):
+    honcho = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "honcho"),
+            "start",
+            "worker",
+            "beat",
+            "deadman",
+            "simulator",
+        ],
+        cwd=ROOT,
+        env=stack.env,
+        stdout=(stack.logs / "honcho.log").open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        stack.in_control()
+        worker = _celery_worker(honcho.pid)
+        os.kill(worker, signal.SIGKILL)
+        ticks = _ticks(stack.database)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _ticks(stack.database) <= ticks:
+            time.sleep(0.5)
+        assert honcho.poll() is None, stack.said()  # the stack is still up
+        assert _ticks(stack.database) > ticks, stack.said()  # a new worker ticked
+        values, _ = _config(stack.base)
+        assert values.get("loadBalancerSheddingEnabled") == "false"  # still in control
+        assert "starting it again" in (stack.logs / "honcho.log").read_text()
+    finally:
+        _stop([honcho])

@@ -436,9 +436,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{(pss[-1] - pss[warm]) / pss[warm]:+.1%} | |"
         )
         parts = list(Path(settings.FULCRUM_HISTORY_DIR).glob("brokers/date=*/*.parquet"))
+        worker = process_tree(processes["worker"].pid)  # keep-running and the worker below it
         print(
             f"worker: pandas "
-            f"{'loaded' if loaded(processes['worker'].pid, 'pandas') else 'kept out'}; "
+            f"{'loaded' if any(loaded(p, 'pandas') for p in worker) else 'kept out'}; "
             f"history: {len(parts)} Parquet file(s) of load reports"
         )
         print()
