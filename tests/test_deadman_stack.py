@@ -13,6 +13,7 @@ shedding off).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -146,6 +147,8 @@ def _celery_worker(root: int) -> int:
 
 
 def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    """Stop the processes and everything they started, whatever happened before."""
+    trees = [process_tree(p.pid) for p in processes]
     for process in processes:
         if process.poll() is None:
             process.terminate()
@@ -153,8 +156,10 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
         try:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            for pid in process_tree(process.pid):
-                os.kill(pid, signal.SIGKILL)
+            process.kill()
+    for pid in [pid for tree in trees for pid in tree]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_killing_the_worker_and_beat_in_control_gives_pulsar_its_shedding_back(stack):
