@@ -16,9 +16,10 @@ from console.models import (
     Namespace,
     PulsarConnection,
 )
-from console.pulsar.auth import AuthError, read_key_file
+from console.pulsar.auth import AuthError, checked_url, read_key_file
 from console.services.brokers import broker_state_set
 from console.services.config import EDITABLE, balancer_config_update, config_changes_check
+from console.services.connections import auth_ways
 from console.services.credentials import credential_revoke, credential_rotate
 from console.services.errors import ConsoleError
 from console.services.pulsar import pulsar_connection_check, pulsar_connection_save
@@ -184,6 +185,19 @@ class PulsarConnectionForm(forms.ModelForm):
             "is_attached",
             "max_moves_in_flight",
         ]
+        labels = {
+            "admin_url": "Admin URL",
+            "token_env": "Token from the environment variable",
+            "token_file": "Token file",
+            "oauth2_issuer_url": "OAuth2 issuer URL",
+            "oauth2_audience": "OAuth2 audience",
+            "oauth2_key_file": "OAuth2 key file",
+            "oauth2_scope": "OAuth2 scope",
+            "tls_ca_file": "TLS CA bundle",
+            "tls_cert_file": "TLS client certificate",
+            "tls_key_file": "TLS client key",
+            "cluster_name": "Cluster name",
+        }
         help_texts = {
             "admin_url": "Any broker's (or a proxy's) web URL, e.g. http://broker-1:8080.",
             "token_env": "Or: the environment variable that holds the token (never stored).",
@@ -191,8 +205,8 @@ class PulsarConnectionForm(forms.ModelForm):
             "oauth2_issuer_url": "Or OAuth2 client credentials (Pulsar's AuthenticationOAuth2): "
             "the issuer URL (its /.well-known/openid-configuration names the token endpoint).",
             "oauth2_audience": "The audience the brokers expect (their tokenAudience).",
-            "oauth2_key_file": "The key file: JSON with client_id and client_secret (a path, "
-            "file:// or data: URL).",
+            "oauth2_key_file": "The key file: JSON with client_id and client_secret (a path or a "
+            "file:// URL; never a data: URL, which would keep the secret here).",
             "oauth2_scope": "Optional scope(s), space-separated.",
             "tls_ca_file": "A CA bundle (PEM) for https brokers; empty: the system's.",
             "tls_cert_file": "A TLS client certificate (PEM), for brokers that authenticate by "
@@ -209,21 +223,14 @@ class PulsarConnectionForm(forms.ModelForm):
             pulsar_connection_check(self.instance, attached=bool(data.get("is_attached")))
         except ConsoleError as exc:
             self.add_error(exc.field or None, exc.message)
+        token_env = data.get("token_env") or ""
         has_token = bool(
             data.get("token")
-            or data.get("token_env")
+            or (token_env and os.environ.get(token_env))
             or (self.instance.token_encrypted and not data.get("clear_token"))
         )
         oauth2 = bool(data.get("oauth2_issuer_url") or data.get("oauth2_key_file"))
-        ways = [
-            name
-            for name, on in (
-                ("token_env", has_token),
-                ("token_file", data.get("token_file")),
-                ("oauth2_issuer_url", oauth2),
-            )
-            if on
-        ]
+        ways = auth_ways(token=has_token, token_file=data.get("token_file") or "", oauth2=oauth2)
         if len(ways) > 1:
             self.add_error(ways[-1], "one way to authenticate: a token, a token file or OAuth2")
         if oauth2 and not (data.get("oauth2_issuer_url") and data.get("oauth2_key_file")):
@@ -259,8 +266,11 @@ class PulsarConnectionForm(forms.ModelForm):
 
     def clean_oauth2_issuer_url(self) -> str:
         url = str(self.cleaned_data.get("oauth2_issuer_url") or "").strip()
-        if url and not url.startswith(("https://", "http://")):
-            raise forms.ValidationError("must start with https:// (or http://)")
+        if url:
+            try:
+                checked_url(url, "oauth2_issuer_url")
+            except AuthError as exc:
+                raise forms.ValidationError(exc.message) from None
         return url
 
     def clean_cluster_name(self) -> str:

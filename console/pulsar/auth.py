@@ -22,7 +22,6 @@ may be combined with one of these or stand alone.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import threading
@@ -122,22 +121,43 @@ class TokenFile:
         return True
 
 
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def checked_url(url: str, field: str) -> str:
+    """``url`` when it is https (or http to this machine, for tests and a local issuer).
+
+    Raises:
+        AuthError: naming ``field``: not a URL, or http to another host (the client secret
+            would travel in clear).
+    """
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise AuthError(field, f"{url!r} is not a URL: {exc}") from None
+    if parsed.scheme == "https" and parsed.host:
+        return url
+    if parsed.scheme == "http" and parsed.host in LOOPBACK:
+        return url
+    raise AuthError(field, f"{url} must be https (the client secret is sent there)")
+
+
 def read_key_file(where: str) -> dict[str, Any]:
-    """Pulsar's OAuth2 key file: a path, a ``file://`` URL or a ``data:application/json;base64,``
-    URL (``AuthenticationOAuth2``'s ``privateKey``), holding ``client_id`` and
-    ``client_secret`` (``KeyFile``).
+    """Pulsar's OAuth2 key file: a path or a ``file://`` URL (``AuthenticationOAuth2``'s
+    ``privateKey``), holding ``client_id`` and ``client_secret`` (``KeyFile``). Pulsar also
+    takes a ``data:`` URL; Fulcrum does not, since it would keep the secret in its database.
 
     Raises:
         AuthError: naming ``oauth2_key_file``.
     """
+    if where.startswith("data:"):
+        raise AuthError(
+            "oauth2_key_file",
+            "a data: URL would keep the client secret in Fulcrum's database: give a file",
+        )
     try:
-        if where.startswith("data:"):
-            header, _, payload = where.partition(",")
-            raw = base64.b64decode(payload) if header.endswith(";base64") else unquote(payload)
-            text = raw.decode() if isinstance(raw, bytes) else raw
-        else:
-            path = unquote(urlsplit(where).path) if where.startswith("file:") else where
-            text = Path(path).read_text(encoding="utf-8")
+        path = unquote(urlsplit(where).path) if where.startswith("file:") else where
+        text = Path(path).read_text(encoding="utf-8")
         data = json.loads(text)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise AuthError("oauth2_key_file", f"the OAuth2 key file cannot be read: {exc}") from None
@@ -175,13 +195,12 @@ class OAuth2ClientCredentials:
     clock: Callable[[], float] = time.time
     description: str = ""
     _token: str = field(default="", repr=False)
-    _expires_at: float = field(default=0.0, repr=False)
+    _renew_at: float = field(default=0.0, repr=False)
     _endpoint: str = field(default="", repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        if not self.issuer_url.startswith(("https://", "http://")):
-            raise AuthError("oauth2_issuer_url", "the OAuth2 issuer URL must be http(s)://…")
+        checked_url(self.issuer_url, "oauth2_issuer_url")
         read_key_file(self.key_file)  # refused now rather than at the first request
         self.description = self.description or (
             f"OAuth2 client credentials from {self.issuer_url} (audience {self.audience})"
@@ -189,26 +208,31 @@ class OAuth2ClientCredentials:
 
     def token(self) -> str | None:
         with self._lock:
-            if self._token and self.clock() < self._expires_at - self.early_expiry_s:
+            if self._token and self.clock() < self._renew_at:
                 return self._token
-            self._token, self._expires_at = self._fetch()
+            self._token, life = self._fetch()
+            # Renewed early_expiry_s before it expires, or at 90 % of a short life.
+            self._renew_at = self.clock() + life - min(self.early_expiry_s, life / 10)
             return self._token
 
     def invalidate(self) -> bool:
         with self._lock:
-            self._token, self._expires_at = "", 0.0
+            self._token, self._renew_at = "", 0.0
+            self._endpoint = ""  # the issuer's metadata is read again too
         return True
 
     def _fetch(self) -> tuple[str, float]:
+        """(a new access token, its life in s)."""
         key = read_key_file(self.key_file)
         try:
             return self._exchange(key)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise AuthError(
                 "oauth2_issuer_url", f"the OAuth2 issuer could not be reached: {exc}"
             ) from None
 
     def _exchange(self, key: dict[str, Any]) -> tuple[str, float]:
+        """(the access token, its life in s)."""
         with httpx.Client(
             transport=self.transport, timeout=self.timeout_s, verify=self.verify
         ) as client:
@@ -222,7 +246,7 @@ class OAuth2ClientCredentials:
                         "oauth2_issuer_url",
                         f"{self.issuer_url}{WELL_KNOWN} names no token_endpoint",
                     )
-                self._endpoint = endpoint
+                self._endpoint = checked_url(endpoint, "oauth2_issuer_url")
             form = {
                 "grant_type": "client_credentials",
                 "client_id": key["client_id"],
@@ -242,8 +266,8 @@ class OAuth2ClientCredentials:
             raise AuthError("oauth2_key_file", f"{self._endpoint} answered no access_token")
         expires_in = body.get("expires_in")
         life = float(expires_in) if isinstance(expires_in, int | float) and expires_in > 0 else 0.0
-        # No expiry given: kept for one early-expiry period, then asked again.
-        return token, self.clock() + (life or 2 * self.early_expiry_s)
+        # No expiry given: kept a minute, then asked again.
+        return token, life or 60.0
 
     def _json(self, response: httpx.Response, where: str) -> dict[str, Any]:
         if response.status_code >= 400:

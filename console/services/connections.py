@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -63,9 +64,31 @@ def connection_token(connection: PulsarConnection) -> str | None:
         ) from None
 
 
+def auth_ways(*, token: bool, token_file: str, oauth2: bool) -> list[str]:
+    """The ways a connection is set to authenticate, by the field that sets each (one at most
+    is allowed: the admin form and ``connection_auth`` both ask here)."""
+    return [
+        field
+        for field, on in (
+            ("token", token),
+            ("token_file", bool(token_file)),
+            ("oauth2_issuer_url", oauth2),
+        )
+        if on
+    ]
+
+
+# Token sources kept between passes in this process (an OAuth2 token lives until it expires, a
+# token file is read again only when it changes): the connection and its settings -> source.
+_sources: dict[tuple[Any, ...], TokenSource] = {}
+_sources_lock = threading.Lock()
+
+
 def connection_auth(connection: PulsarConnection) -> TokenSource | None:
     """Where the connection's bearer token comes from: its token (environment or stored), its
     token file, or OAuth2 client credentials; None: no token (perhaps a client certificate).
+    A token file's or OAuth2's source is kept between calls while the connection's settings
+    stay the same.
 
     Raises:
         ConsoleError: 409 naming the field that cannot be used (a token that cannot be
@@ -73,15 +96,7 @@ def connection_auth(connection: PulsarConnection) -> TokenSource | None:
     """
     oauth2 = bool(connection.oauth2_issuer_url or connection.oauth2_key_file)
     token = connection_token(connection)
-    ways = [
-        w
-        for w, on in (
-            ("token", token),
-            ("token_file", connection.token_file),
-            ("oauth2_issuer_url", oauth2),
-        )
-        if on
-    ]
+    ways = auth_ways(token=bool(token), token_file=connection.token_file, oauth2=oauth2)
     if len(ways) > 1:
         raise ConsoleError(
             f"{connection.name} has more than one way to authenticate ({', '.join(ways)}): "
@@ -89,23 +104,42 @@ def connection_auth(connection: PulsarConnection) -> TokenSource | None:
             status=409,
             field=ways[1],
         )
-    try:
-        if connection.token_file:
-            return TokenFile(connection.token_file)
-        if oauth2:
-            return OAuth2ClientCredentials(
-                connection.oauth2_issuer_url,
-                connection.oauth2_audience,
-                connection.oauth2_key_file,
-                connection.oauth2_scope,
-                verify=tls_context(connection.tls_ca_file or None),
-                timeout_s=settings.FULCRUM_PULSAR_READ_TIMEOUT_S,
-            )
-    except AuthError as exc:
-        raise ConsoleError(exc.message, status=409, field=exc.field) from None
-    except PulsarAdminSetupError as exc:
-        raise ConsoleError(exc.message, status=409, field=exc.field) from None
-    return StaticToken(token, "bearer token") if token else None
+    if not (connection.token_file or oauth2):
+        return StaticToken(token, "bearer token") if token else None
+    key = (
+        connection.pk,
+        connection.token_file,
+        connection.oauth2_issuer_url,
+        connection.oauth2_audience,
+        connection.oauth2_key_file,
+        connection.oauth2_scope,
+        connection.tls_ca_file,
+    )
+    with _sources_lock:
+        kept = _sources.get(key)
+        if kept is not None:
+            return kept
+        try:
+            source: TokenSource
+            if connection.token_file:
+                source = TokenFile(connection.token_file)
+            else:
+                source = OAuth2ClientCredentials(
+                    connection.oauth2_issuer_url,
+                    connection.oauth2_audience,
+                    connection.oauth2_key_file,
+                    connection.oauth2_scope,
+                    verify=tls_context(connection.tls_ca_file or None),
+                    timeout_s=settings.FULCRUM_PULSAR_READ_TIMEOUT_S,
+                )
+        except AuthError as exc:
+            raise ConsoleError(exc.message, status=409, field=exc.field) from None
+        except PulsarAdminSetupError as exc:
+            raise ConsoleError(exc.message, status=409, field=exc.field) from None
+        if len(_sources) >= 100:
+            _sources.clear()
+        _sources[key] = source
+        return source
 
 
 def admin_for(connection: PulsarConnection) -> PulsarAdmin:

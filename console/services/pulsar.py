@@ -265,6 +265,8 @@ def _environment_fields() -> dict[str, str]:
         "tls_cert_file": settings.FULCRUM_PULSAR_TLS_CERT,
         "tls_key_file": settings.FULCRUM_PULSAR_TLS_KEY,
         "cluster_name": settings.FULCRUM_PULSAR_CLUSTER,
+        # The token's variable only when it is set: another way may be in use.
+        "token_env": "FULCRUM_PULSAR_TOKEN" if os.environ.get("FULCRUM_PULSAR_TOKEN") else "",
     }
 
 
@@ -288,10 +290,7 @@ def pulsar_connection_from_environment() -> PulsarConnection | None:
         if connection is None:
             attached = selectors.pulsar_connection_attached() is not None
             connection = PulsarConnection.objects.create(
-                name=name,
-                token_env="FULCRUM_PULSAR_TOKEN",
-                is_attached=not attached,
-                **fields,
+                name=name, is_attached=not attached, **fields
             )
             AuditEvent.objects.create(
                 at=timezone.now(),

@@ -399,7 +399,7 @@ def test_a_malformed_report_or_boundaries_are_refused_by_name_and_nothing_else_i
     assert Bundle.objects.count() == 4  # the good namespace is there
 
 
-def test_the_beat_task_observes_only_when_a_cluster_is_attached(settings, db):
+def test_the_beat_task_observes_only_when_a_cluster_is_attached(settings, db, monkeypatch):
     from console.models import PulsarConnection
     from console.services.pulsar import pulsar_sync_run
 
@@ -408,6 +408,7 @@ def test_the_beat_task_observes_only_when_a_cluster_is_attached(settings, db):
     PulsarConnection.objects.create(name="stored", admin_url="http://x:8080")  # not attached
     assert pulsar_sync_run() is None
     # From the environment: added attached, observe-only, its token read from the environment.
+    monkeypatch.setenv("FULCRUM_PULSAR_TOKEN", "from-the-environment")
     settings.FULCRUM_PULSAR_URL = "http://127.0.0.1:1"  # nothing listens there
     with pytest.raises(PulsarAdminError):
         pulsar_sync_run()

@@ -540,7 +540,7 @@ def test_oauth2_client_credentials_as_pulsar_s_client_sends_them(issuer):
         admin.clusters()
         now[0] = 60  # still valid: the same token
         admin.clusters()
-        now[0] = 100  # within 30 s of expiring: a new one
+        now[0] = 110  # within 12 s (a tenth of its 120 s) of expiring: a new one
         admin.clusters()  # answered 401: fetched once more and retried
     assert headers == ["Bearer jwt-1", "Bearer jwt-1", "Bearer jwt-2", "Bearer jwt-3"]
     # TokenClient's form: the secret in the body (client_secret_post), audience as given.
@@ -556,18 +556,54 @@ def test_oauth2_client_credentials_as_pulsar_s_client_sends_them(issuer):
     assert missing.value.field == "oauth2_key_file"
 
 
-def test_an_oauth2_key_file_may_be_a_data_url_and_a_refusal_names_the_issuer(issuer):
+def test_oauth2_refuses_what_would_leak_its_secret_and_names_the_issuer_s_refusal(issuer):
     import base64
 
     router, key, _ = issuer
     data = "data:application/json;base64," + base64.b64encode(key.read_bytes()).decode()
-    source = OAuth2ClientCredentials("https://auth.example/", "", data, scope="admin")
+    with pytest.raises(AuthError, match="would keep the client secret in Fulcrum's database"):
+        OAuth2ClientCredentials("https://auth.example/", "", data)
+    with pytest.raises(AuthError, match="must be https"):
+        OAuth2ClientCredentials("http://auth.example/", "", str(key))
+    with pytest.raises(AuthError, match="is not a URL"):
+        OAuth2ClientCredentials("https://[::1", "", str(key))
+    source = OAuth2ClientCredentials("https://auth.example/", "", f"file://{key}", scope="admin")
     assert source.token() == "jwt-1"
     router.post("https://auth.example/oauth/token").respond(401, json={"error": "invalid_client"})
     source.invalidate()
     with pytest.raises(AuthError) as refused:
         source.token()
     assert "answered 401" in refused.value.message
+    # An issuer whose metadata names an http token endpoint elsewhere: the secret is not sent.
+    router.get("https://auth.example/.well-known/openid-configuration").respond(
+        200, json={"token_endpoint": "http://auth.example/oauth/token"}
+    )
+    source.invalidate()
+    with pytest.raises(AuthError, match="must be https"):
+        source.token()
+
+
+def test_a_token_source_is_kept_between_passes(db, issuer, tmp_path):
+    """One OAuth2 token for many passes: the connection's source is kept while its settings
+    stay the same (console.services.connections.connection_auth)."""
+    from console.models import PulsarConnection
+    from console.services.connections import connection_auth
+
+    _, key, forms = issuer
+    connection = PulsarConnection.objects.create(
+        name="o",
+        admin_url="https://b:8443",
+        oauth2_issuer_url="https://auth.example",
+        oauth2_key_file=str(key),
+    )
+    first = connection_auth(connection)
+    assert first is connection_auth(PulsarConnection.objects.get(pk=connection.pk))
+    assert first is not None
+    first.token()
+    connection_auth(connection).token()
+    assert len(forms) == 1
+    connection.oauth2_audience = "urn:other"
+    assert connection_auth(connection) is not first
 
 
 def test_a_connection_authenticates_one_way_and_says_which_field_is_wrong(db, tmp_path):
