@@ -105,6 +105,11 @@ DEADMAN_LIMIT: Final = Gauge(
     "The silence after which the dead-man gives control back to Pulsar (FULCRUM_DEADMAN_S)",
     multiprocess_mode="mostrecent",
 )
+DEADMAN_CHECKED: Final = Gauge(
+    "fulcrum_deadman_last_check_timestamp_seconds",
+    "When the dead-man last checked (Unix time): a stale value means no dead-man runs",
+    multiprocess_mode="max",
+)
 DEADMAN_RELEASES: Final = Counter(
     "fulcrum_deadman_releases_total",
     "Control given back to Pulsar by the dead-man, by result (released, failed: Pulsar refused "

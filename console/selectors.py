@@ -56,7 +56,7 @@ from console.models import (
     ReportRun,
     is_quiet,
 )
-from console.services.deadman import deadman_limit_s
+from console.services.deadman import deadman_alive, deadman_limit_s
 from console.services.errors import ConsoleError
 
 log = logging.getLogger(__name__)
@@ -1236,8 +1236,9 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
         "maxMovesInFlight", "token": "environment <VAR>"|"stored, encrypted"|"none", "auth"
         (how it authenticates, in words), "clusterName" (configured, "" from the brokers),
         "tlsCaFile", "observedAt", "observation", "previousConfig", "inFlight", "controlledAt",
-        "handedBack" ({"at", "by", "why"} or {})}], "deadman": {"limitS", "lastTickAt"} (the
-        dead-man's limit and the shedding loop's last completed tick), "moves":
+        "handedBack" ({"at", "by", "why"} or {})}], "deadman": {"limitS", "lastTickAt",
+        "alive"} (the dead-man's limit, the shedding loop's last completed tick, whether a
+        dead-man holds its lease), "observeS" (the observation period, s), "moves":
         [PulsarMove.summary(), ...] newest first}``.
     """
     out = []
@@ -1284,7 +1285,9 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
         "deadman": {
             "limitS": deadman_limit_s(),
             "lastTickAt": last_tick.isoformat() if last_tick else None,
+            "alive": deadman_alive(datetime.now(UTC)),
         },
+        "observeS": settings.FULCRUM_PULSAR_OBSERVE_S,
         "moves": rows,
     }
 

@@ -299,6 +299,10 @@ FULCRUM_DEADMAN_S = (
     float(os.environ["FULCRUM_DEADMAN_S"]) if os.environ.get("FULCRUM_DEADMAN_S") else None
 )
 FULCRUM_DEADMAN_CHECK_S = float(os.environ.get("FULCRUM_DEADMAN_CHECK_S", "5"))
+# When the dead-man cannot read the database either: give control back from what it remembers
+# once the loop's silence passes the limit (off: it waits for the database; on, a dead-man cut
+# off alone from the database would hand control back while the loop still runs).
+FULCRUM_DEADMAN_WITHOUT_DATABASE = _env_bool("FULCRUM_DEADMAN_WITHOUT_DATABASE", False)
 # How old a completed unload may be and still be undone by an operator (back to the broker it
 # left, through the same vetoes), seconds.
 FULCRUM_UNDO_WINDOW_S = float(os.environ.get("FULCRUM_UNDO_WINDOW_S", "3600"))

@@ -20,10 +20,11 @@ from console.services.history import history_compact as history_compact_service
 from console.services.history import history_flush as history_flush_service
 from console.services.history import load_reports_prune
 from console.services.ingest import load_reports_fold as load_reports_fold_service
+from console.services.leases import lease_claim, lease_release
 from console.services.optimality import optimality_measure as optimality_measure_service
 from console.services.pulsar import pulsar_sync_run
 from console.services.reports import report_runs_reap as report_runs_reap_service
-from console.services.shedding import COMPACT_LOCK, lease_claim, lease_release
+from console.services.shedding import COMPACT_LOCK
 
 T = TypeVar("T")
 

@@ -24,7 +24,8 @@ from django.utils import timezone
 
 from console import metrics, realtime
 from console.models import ReportRun
-from console.services.shedding import COMPACT_LOCK, lease_held
+from console.services.leases import lease_held
+from console.services.shedding import COMPACT_LOCK
 
 JOBS: Final = {
     ReportRun.Kind.REPORT: Path(__file__).with_name("jobs.py"),

@@ -236,7 +236,14 @@ def control_release(
     actor_check(actor, admin=True)
     if not confirm:
         raise ConsoleError("confirm must be true to release control", field="confirm")
-    executor.executor_set(connection_id, stopped=True, actor=actor, now=now)
+    who = actor.get_username() if actor else (by or "the balancer")
+    executor.executor_set(
+        connection_id,
+        stopped=True,
+        actor=actor,
+        now=now,
+        why=f"control was released by {who}",
+    )
     with transaction.atomic():
         connection = connection_get(connection_id, lock=True)
         if connection.mode != PulsarConnection.Mode.CONTROL:

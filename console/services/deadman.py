@@ -4,67 +4,96 @@ Taking control turns Pulsar's own shedding off (``services.control``). If Fulcru
 then stops — the Celery worker or beat dead, stuck, or cut off from Redis — nothing balances the
 cluster. The dead-man runs in a process of its own (``manage.py deadman``, a line of the
 Procfile, on ``console.deadman_settings``: only the models, not the console's apps), sharing
-nothing with the worker and beat but the database, and checks every ``FULCRUM_DEADMAN_CHECK_S``:
-while Fulcrum holds control and the loop has completed no tick (a ``ClusterSample``) for
-``FULCRUM_DEADMAN_S`` (default 10 loop intervals) since the later of its last tick and the moment
-control was taken, it gives control back exactly as a release does: the executor stopped first
-(nothing new is sent), each key put back to its previous effective value and the override Fulcrum
-introduced removed (``console.pulsar.release``), then observe-only, audited as the dead-man's,
-recorded on the connection (``handed_back``) and in ``/metrics``. Pulsar refusing leaves it in
-control with the executor stopped, tried again at the next check. Queued moves are cancelled by
-the next Pulsar pass, when a worker runs again.
+nothing with the worker and beat but the database, and checks every ``FULCRUM_DEADMAN_CHECK_S``
+while it holds the ``deadman`` lease (one acts at a time; the lease's renewal is its heartbeat,
+shown on the Pulsar page). While Fulcrum holds control and the loop has completed no tick (a
+``ClusterSample``) for the limit (``deadman_limit_s``) since the later of its last tick and the
+moment control was taken, it gives control back as a release does:
 
-The database may be what failed. Each check keeps in memory what a release needs (the
-connection as last read: its URL, credentials and the values to restore) and the last tick it
-saw; when the database cannot be read and that tick is older than the limit, it restores
-Pulsar from memory (the loop cannot tick without the database either) and records it once the
-database answers again.
+1. the executor stopped, committed on its own (no move is sent from then on), marked as the
+   dead-man's (``handed_back["releasing"]``);
+2. each key put back to its previous effective value, the override Fulcrum introduced removed
+   (``console.pulsar.release``);
+3. observe-only, audited as the dead-man's, recorded on the connection (``handed_back``) and in
+   ``/metrics``.
 
-Imports only the light modules (``services.connections``, ``console.pulsar``, the models): the
-process stays small.
+Pulsar refusing step 2 leaves the executor stopped and the connection in control; the next check
+tries again, and if the loop ticks again first, the executor the dead-man stopped is started
+again (audited). Queued moves are cancelled by the next Pulsar pass, when a worker runs again.
+
+With ``FULCRUM_DEADMAN_WITHOUT_DATABASE``, a database that cannot be read does not stop it: each
+check keeps in memory what a release needs (the connection as last read: its URL, credentials
+and the values to restore) and the last tick it saw, restores Pulsar from memory once the
+silence passes the limit, and records it when the database answers again. Off by default: a
+dead-man cut off alone from the database would hand control back while the loop still runs.
+
+Imports only the light modules (``services.connections``, ``services.leases``,
+``console.pulsar``, the models): the process stays small.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import os
+import socket
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from console import metrics
-from console.models import BalancerConfig, ClusterSample, PulsarConnection
+from console.models import AuditEvent, BalancerConfig, ClusterSample, PulsarConnection
 from console.pulsar.release import changes_of, restore, restored_said
 from console.services.connections import admin_for, connection_mode_set
 from console.services.errors import ConsoleError
+from console.services.leases import lease_claim, lease_held, lease_renew
 
 log = logging.getLogger(__name__)
-BY = "the dead-man"
+BY: Final = "the dead-man"
+LEASE: Final = "deadman"
 # The loop interval when no balancer configuration is stored yet (BalancerConfig's default), s.
-DEFAULT_LOOP_S = 10.0
+DEFAULT_LOOP_S: Final = 10.0
 
 
 def deadman_limit_s() -> float:
-    """``FULCRUM_DEADMAN_S``, else 10 loop intervals of the balancer's configuration (s)."""
+    """The loop's silence after which control goes back to Pulsar (s): ``FULCRUM_DEADMAN_S``,
+    else 10 loop intervals — the configured one, or beat's wake-up
+    (``FULCRUM_TICK_INTERVAL_S``) when longer, since the tick cannot run more often — and never
+    under 3 of beat's intervals (a limit the loop cannot meet would hand control back at
+    once)."""
+    floor = 3.0 * settings.FULCRUM_TICK_INTERVAL_S
     if settings.FULCRUM_DEADMAN_S is not None:
-        return float(settings.FULCRUM_DEADMAN_S)
+        return max(float(settings.FULCRUM_DEADMAN_S), floor)
     interval = BalancerConfig.objects.values_list("loop_interval_s", flat=True).first()
-    return 10.0 * float(interval or DEFAULT_LOOP_S)
+    return max(
+        10.0 * max(float(interval or DEFAULT_LOOP_S), settings.FULCRUM_TICK_INTERVAL_S), floor
+    )
+
+
+def deadman_alive(now: datetime) -> bool:
+    """A dead-man holds its lease now (it checked within its lease's time)."""
+    return lease_held(LEASE, now)
 
 
 @dataclass
 class DeadmanMemory:
-    """What the dead-man keeps between checks: the controlled connection as last read (a
-    detached copy), the start of the silence it measures, the limit, and a release made
-    while the database was unreachable (``{"at", "why", "restored"}``), to record later."""
+    """What the dead-man keeps between checks: its lease's token, the controlled connection as
+    last read (a detached copy), the start of the silence it measures, the limit, and a
+    release made while the database was unreachable (``{"at", "why", "restored"}``), to
+    record later."""
 
+    token: str = field(
+        default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    )
     connection: PulsarConnection | None = None
     since: datetime | None = None
     limit_s: float = 0.0
     pending: dict[str, Any] = field(default_factory=dict)
+    holds_lease: bool = False
 
 
 def _silence_start(connection: PulsarConnection) -> datetime | None:
@@ -85,11 +114,25 @@ def deadman_check(now: datetime, memory: DeadmanMemory) -> str:
         return _check(now, memory)
     except DatabaseError as exc:
         return _without_database(now, memory, exc)
+    except Exception as exc:  # never let one check end the watch
+        log.exception("the dead-man's check failed")
+        return f"check failed: {type(exc).__name__}: {exc}"
+
+
+def _lease(now: datetime, memory: DeadmanMemory) -> bool:
+    """Hold the dead-man's lease for three checks; False when another dead-man holds it."""
+    ttl = 3.0 * settings.FULCRUM_DEADMAN_CHECK_S
+    held = memory.holds_lease and lease_renew(LEASE, memory.token, now, ttl)
+    memory.holds_lease = held or lease_claim(LEASE, memory.token, now, ttl)
+    return memory.holds_lease
 
 
 def _check(now: datetime, memory: DeadmanMemory) -> str:
     if memory.pending:
         _record_pending(now, memory)
+    if not _lease(now, memory):
+        return "another dead-man holds the lease: it watches"
+    metrics.DEADMAN_CHECKED.set(now.timestamp())
     connection = (
         PulsarConnection.objects.filter(is_attached=True, mode=PulsarConnection.Mode.CONTROL)
         .order_by("pk")
@@ -108,12 +151,16 @@ def _check(now: datetime, memory: DeadmanMemory) -> str:
     metrics.DEADMAN_SILENCE.set(max(0.0, silence))
     metrics.DEADMAN_LIMIT.set(limit)
     if since is None or silence <= limit:
+        if connection.handed_back.get("releasing"):
+            return _executor_back(connection, now, silence)
         return f"{connection.name} under control; the loop's last tick {silence:.0f} s ago"
     why = (
-        f"the shedding loop completed no tick for {silence:.0f} s (limit {limit:.0f} s, "
-        f"FULCRUM_DEADMAN_S; silent since {since:%H:%M:%S} UTC)"
+        f"the shedding loop completed no tick for {silence:.0f} s (limit {limit:.0f} s; "
+        f"silent since {since:%H:%M:%S} UTC)"
     )
-    failed = _release(connection, now, why)
+    failed = _release(connection.pk, now, why, limit)
+    if failed is None:
+        return f"{connection.name}: released by someone else meanwhile, or ticking again"
     if failed:
         metrics.DEADMAN_RELEASES.labels(result="failed").inc()
         log.error("the dead-man could not give %s back to Pulsar: %s", connection.name, failed)
@@ -125,25 +172,34 @@ def _check(now: datetime, memory: DeadmanMemory) -> str:
     return f"{connection.name} handed back to Pulsar: {why}"
 
 
-def _release(connection: PulsarConnection, now: datetime, why: str) -> str:
-    """A release as an admin's (``control_release``): the executor stopped, Pulsar restored,
-    observe-only. Returns what failed ("" when released)."""
+def _release(pk: int, now: datetime, why: str, limit: float) -> str | None:
+    """A release as an admin's (``control_release``), in the module docstring's three steps.
+    Returns what failed ("" when released), or None when there was nothing to do (released
+    meanwhile, or the loop ticked since the check)."""
     with transaction.atomic():
-        row = PulsarConnection.objects.select_for_update().get(pk=connection.pk)
+        row = PulsarConnection.objects.select_for_update().get(pk=pk)
+        since = _silence_start(row)
+        if row.mode != PulsarConnection.Mode.CONTROL or (
+            since is not None and (now - since).total_seconds() <= limit
+        ):
+            return None
+        row.is_executor_stopped = True
+        row.handed_back = {"releasing": True, "by": BY, "at": now.isoformat(), "why": why}
+        row.save(update_fields=["is_executor_stopped", "handed_back"])
+    # Committed: from here no move is sent. Pulsar is restored outside the row's lock.
+    changes = changes_of(row.previous_config)
+    try:
+        with admin_for(row) as admin:
+            failed = restore(admin, changes)
+    except ConsoleError as exc:
+        failed = [exc.message]
+    if failed:
+        return "; ".join(failed)
+    said = f"Pulsar's configuration restored: {restored_said(changes)}"
+    with transaction.atomic():
+        row = PulsarConnection.objects.select_for_update().get(pk=pk)
         if row.mode != PulsarConnection.Mode.CONTROL:
-            return ""  # released meanwhile (an admin, pulsar_release)
-        if not row.is_executor_stopped:
-            row.is_executor_stopped = True
-            row.save(update_fields=["is_executor_stopped"])
-        changes = changes_of(row.previous_config)
-        try:
-            with admin_for(row) as admin:
-                failed = restore(admin, changes)
-        except ConsoleError as exc:
-            failed = [exc.message]
-        if failed:
-            return "; ".join(failed)
-        said = f"Pulsar's configuration restored: {restored_said(changes)}"
+            return None
         row = connection_mode_set(
             row,
             PulsarConnection.Mode.OBSERVE,
@@ -157,10 +213,36 @@ def _release(connection: PulsarConnection, now: datetime, why: str) -> str:
     return ""
 
 
+def _executor_back(connection: PulsarConnection, now: datetime, silence: float) -> str:
+    """The loop ticks again after a release Pulsar refused: the executor the dead-man stopped
+    is started again, audited."""
+    with transaction.atomic():
+        row = PulsarConnection.objects.select_for_update().get(pk=connection.pk)
+        if row.mode != PulsarConnection.Mode.CONTROL or not row.handed_back.get("releasing"):
+            return f"{row.name} under control; the loop ticks"
+        row.is_executor_stopped = False
+        row.handed_back = {}
+        row.save(update_fields=["is_executor_stopped", "handed_back"])
+        AuditEvent.objects.create(
+            at=now,
+            action=AuditEvent.Action.CONTROL,
+            target=row.name,
+            reason=f"the shedding loop ticks again (last tick {silence:.0f} s ago) before "
+            f"{BY} could give control back to Pulsar: executor started again, Fulcrum keeps "
+            "control",
+        )
+    log.warning("the loop of %s ticks again: executor started again", row.name)
+    return f"{row.name}: the loop ticks again, executor started again"
+
+
 def _without_database(now: datetime, memory: DeadmanMemory, exc: DatabaseError) -> str:
-    """The database cannot be read: release from memory once the silence passes the limit."""
+    """The database cannot be read: with ``FULCRUM_DEADMAN_WITHOUT_DATABASE``, release from
+    memory once the silence passes the limit; else wait for it."""
     log.error("the dead-man cannot read the database: %s", exc)
+    memory.holds_lease = False  # claimed again, checked again, once the database answers
     connection, since = memory.connection, memory.since
+    if not settings.FULCRUM_DEADMAN_WITHOUT_DATABASE:
+        return f"database unreadable ({exc}); waiting for it (FULCRUM_DEADMAN_WITHOUT_DATABASE off)"
     if connection is None or since is None or memory.pending:
         return f"database unreadable ({exc}); nothing under control known, or already released"
     silence = (now - since).total_seconds()
@@ -206,6 +288,8 @@ def _record_pending(now: datetime, memory: DeadmanMemory) -> None:
             and row.mode == PulsarConnection.Mode.CONTROL
             and not (row.controlled_at and row.controlled_at > at)  # not taken again since
         ):
+            row.is_executor_stopped = True
+            row.save(update_fields=["is_executor_stopped"])
             row = connection_mode_set(
                 row,
                 PulsarConnection.Mode.OBSERVE,

@@ -192,13 +192,19 @@ def moves_send(
                 continue
             flying[bundle_range] = flying.get(bundle_range, False) or bool(move.destination)
         queued.append(move)
-    claimed = [
-        m
-        for m in queued
-        if PulsarMove.objects.filter(pk=m.pk, state=PulsarMove.State.QUEUED).update(
-            state=PulsarMove.State.SENDING, sent_at=now, outcome_reason=""
-        )
-    ]
+    with transaction.atomic():
+        # Read again under the connection's lock: a release (an admin's, the dead-man's) stops
+        # the executor in its own transaction first, and no move is claimed after it.
+        fresh = PulsarConnection.objects.select_for_update().get(pk=connection.pk)
+        if fresh.mode != PulsarConnection.Mode.CONTROL or fresh.is_executor_stopped:
+            return 0
+        claimed = [
+            m
+            for m in queued
+            if PulsarMove.objects.filter(pk=m.pk, state=PulsarMove.State.QUEUED).update(
+                state=PulsarMove.State.SENDING, sent_at=now, outcome_reason=""
+            )
+        ]
     owners = _owners([m.bundle for m in claimed])
     sends: list[_Send] = []
     for move in claimed:
@@ -461,10 +467,11 @@ def moves_cancel(connection: PulsarConnection, why: str, now: datetime) -> int:
 
 
 def executor_set(
-    connection_id: int, *, stopped: bool, actor: User | None, now: datetime
+    connection_id: int, *, stopped: bool, actor: User | None, now: datetime, why: str = ""
 ) -> PulsarConnection:
-    """Stop the executor (queued moves are cancelled; moves already sent are still verified;
-    the balancer's plans are recorded, not sent) or start it again. Audited.
+    """Stop the executor (queued moves are cancelled, ``why`` said on them; moves already sent
+    are still verified; the balancer's plans are recorded, not sent) or start it again.
+    Audited.
 
     Raises:
         ConsoleError: 403 for a viewer; 404 for an unknown connection.
@@ -479,7 +486,7 @@ def executor_set(
         who = actor.get_username() if actor else "the balancer"
         cancelled = 0
         if stopped:
-            cancelled = moves_cancel(connection, f"the executor was stopped by {who}", now)
+            cancelled = moves_cancel(connection, why or f"the executor was stopped by {who}", now)
         AuditEvent.objects.create(
             at=now,
             actor=actor,

@@ -43,7 +43,7 @@ from console.pulsar.observe import (
 from console.services.connections import admin_for, token_encrypt
 from console.services.errors import ConsoleError
 from console.services.ingest import load_report_ingest
-from console.services.shedding import lease_claim, lease_release
+from console.services.leases import lease_claim, lease_release
 
 log = logging.getLogger(__name__)
 SYNC_LOCK = "pulsar-sync"
@@ -433,10 +433,11 @@ def _auto_split_keep_off(
     the release, audited. Fulcrum never splits against Pulsar."""
     from console.services.control import AUTO_SPLIT
 
-    connection.refresh_from_db(fields=["mode", "previous_config"])
+    connection.refresh_from_db(fields=["mode", "previous_config", "is_executor_stopped"])
     splits = BalancerConfig.objects.filter(is_auto_split_enabled=True).exists()
     if (
         connection.mode != PulsarConnection.Mode.CONTROL
+        or connection.is_executor_stopped  # stopped, perhaps for a release under way
         or not splits
         or seen.lb_config.get(AUTO_SPLIT) != "true"
         or AUTO_SPLIT in connection.previous_config

@@ -1401,14 +1401,19 @@ const Fulcrum = (() => {
         fact("Admin URL", attached.adminUrl);
         fact("Authentication", attached.auth || attached.token);
         if (attached.tlsCaFile) fact("TLS CA", attached.tlsCaFile);
-        fact("Observed", `${time(attached.observedAt)} UTC (${age(attached.observedAt)})${o.adminCalls !== undefined ? `, ${o.adminCalls} admin calls` : ""}`);
+        const staleS = attached.observedAt ? (Date.now() - Date.parse(attached.observedAt)) / 1000 : Infinity;
+        const stale = staleS > 3 * (data.observeS || 15);
+        facts.appendChild(el("dt", {}, "Observed"));
+        facts.appendChild(el("dd", stale ? {class: "warn", id: "observed"} : {id: "observed"},
+          `${time(attached.observedAt)} UTC (${age(attached.observedAt)})${o.adminCalls !== undefined ? `, in ${o.adminCalls} admin calls` : ""}` +
+          (stale ? ` — no observation since, although one is due every ${data.observeS || 15} s: is a Celery worker running (its pulsar queue)? The facts below are as last observed.` : "")));
         const source = {configured: "as configured, checked against the brokers' own clusterName", clusterName: "the brokers' own clusterName", "the only cluster listed": "the only cluster Pulsar lists"}[o.clusterSource] || "";
         fact("Cluster", `${o.cluster || "?"}${source ? ` — ${source}` : ""}; leader ${o.leader || "unknown"}`);
         fact("Load manager", `${short(o.loadManager)}${o.extensible ? " (load from /metrics and topic stats)" : ""}`);
         fact("Pulsar version", o.version || "unknown" + (o.version ? "" : " (no broker said)"));
         fact("Brokers", String(o.brokers ?? "?"));
         fact("Bundles", `${o.bundles ?? "?"}: ${o.owned ?? "?"} owned, ${o.unowned ?? "?"} unowned (Pulsar assigns those at the next lookup)`);
-        fact("Load reports", `${o.reports ?? 0} accepted, each at the time Fulcrum read it${o.unchanged ? `; ${o.unchanged} older than the broker's last accepted one` : ""}`);
+        fact("Load reports", `${o.reports ?? 0} accepted (each dated when Fulcrum read it)${o.unchanged ? `; ${o.unchanged} older than the broker's last accepted one` : ""}`);
         fact("Moves in flight", `${attached.inFlight} of at most ${attached.maxMovesInFlight} sent at once`);
         const dm = data.deadman || {};
         if (control) {
@@ -1418,7 +1423,12 @@ const Fulcrum = (() => {
           const last = tick !== null && (taken === null || tick >= taken)
             ? `the shedding loop's last tick ${ago(tick)}`
             : `control taken ${taken !== null ? ago(taken) : "?"}, no tick of the shedding loop since`;
-          fact("Dead-man", `watching: ${last}; after ${Math.round(dm.limitS || 0)} s without a tick, control goes back to Pulsar (its shedding on again), from a process of its own`);
+          if (dm.alive) {
+            fact("Dead-man", `watching: ${last}; after ${Math.round(dm.limitS || 0)} s without a tick, control goes back to Pulsar (its shedding on again), from a process of its own`);
+          } else {
+            facts.appendChild(el("dt", {}, "Dead-man"));
+            facts.appendChild(el("dd", {class: "warn", id: "deadman-missing"}, `not running: no process watches the loop (${last}); start manage.py deadman (the Procfile's deadman line), or Pulsar is left without a balancer if the loop stops`));
+          }
         }
         const lb = o.lbConfig || {};
         if (Object.keys(lb).length) {

@@ -126,6 +126,11 @@ class TestPulsarPageInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator("#mode")).to_have_text("Fulcrum in control")
             facts = page.locator("#connection")
             expect(facts).to_contain_text("the brokers' own clusterName")
+            # No dead-man process yet: said as a warning; once one checks, it watches.
+            expect(page.locator("#deadman-missing")).to_contain_text("not running")
+            memory = DeadmanMemory()
+            aside(lambda: deadman_check(timezone.now(), memory))
+            page.reload()
             expect(facts).to_contain_text("Dead-man")
             expect(facts).to_contain_text("control goes back to Pulsar")
             expect(facts).to_contain_text("token stored, encrypted")
@@ -137,7 +142,7 @@ class TestPulsarPageInBrowser(ChannelsLiveServerTestCase):
             page.screenshot(path=str(SHOTS / "pulsar-broker-reads.png"), full_page=True)
             # The loop never ticked: past the limit the dead-man hands control back.
             later = timezone.now() + timedelta(hours=1)
-            said = aside(lambda: deadman_check(later, DeadmanMemory()))
+            said = aside(lambda: deadman_check(later, memory))
             assert "handed back" in said
             assert self.cluster.effective["loadBalancerSheddingEnabled"] is True
             page.reload()

@@ -30,16 +30,29 @@ def counted(result: str) -> float:
     return metrics.DEADMAN_RELEASES.labels(result=result)._value.get()
 
 
-def test_the_limit_is_ten_loop_intervals_unless_set(db, settings):
+@pytest.fixture(autouse=True)
+def _beat_every_second(settings):
+    """Beat wakes the tick every second here: the limits below are not raised to its floor."""
+    settings.FULCRUM_TICK_INTERVAL_S = 1.0
+
+
+def test_the_limit_is_ten_loop_intervals_unless_set_and_never_under_three_of_beat_s(db, settings):
+    from console.models import BalancerConfig
     from console.services.seed import config_seed
 
     config_seed()
     settings.FULCRUM_DEADMAN_S = None
-    from console import selectors
-
-    assert deadman_limit_s() == 10 * selectors.balancer_config_get().loop_interval_s
+    config = BalancerConfig.objects.get()
+    assert deadman_limit_s() == 10 * config.loop_interval_s
+    # A loop interval shorter than beat's wake-up: the tick cannot run more often than beat.
+    config.loop_interval_s = 0.4
+    config.save()
+    settings.FULCRUM_TICK_INTERVAL_S = 5.0
+    assert deadman_limit_s() == 50.0
     settings.FULCRUM_DEADMAN_S = 42
     assert deadman_limit_s() == 42
+    settings.FULCRUM_DEADMAN_S = 1  # a limit the loop cannot meet: three of beat's intervals
+    assert deadman_limit_s() == 15.0
 
 
 def test_when_the_loop_stops_control_goes_back_to_pulsar(pulsar_world, settings):
@@ -114,8 +127,10 @@ def test_control_taken_and_never_ticked_counts_from_the_take(pulsar_world, setti
     assert cluster.effective[SHEDDING] is True
 
 
-def test_a_release_pulsar_refuses_is_tried_again(pulsar_world, settings):
-    from console.models import PulsarConnection
+def test_a_release_pulsar_refuses_is_tried_again_and_undone_if_the_loop_comes_back(
+    pulsar_world, settings
+):
+    from console.models import AuditEvent, PulsarConnection
 
     settings.FULCRUM_DEADMAN_S = 10
     build, _ = pulsar_world
@@ -132,17 +147,55 @@ def test_a_release_pulsar_refuses_is_tried_again(pulsar_world, settings):
     assert counted("failed") == failed + 1
     connection.refresh_from_db()
     assert connection.mode == PulsarConnection.Mode.CONTROL
+    assert connection.is_executor_stopped  # stopped first: nothing is sent meanwhile
+    assert connection.handed_back["releasing"] is True
+    # The loop ticks again before Pulsar accepts: the executor the dead-man stopped runs again.
+    tick(later + timedelta(seconds=2))
+    said = deadman_check(later + timedelta(seconds=3), memory)
+    assert said == "demo: the loop ticks again, executor started again"
+    connection.refresh_from_db()
+    assert (connection.mode, connection.is_executor_stopped, connection.handed_back) == (
+        PulsarConnection.Mode.CONTROL,
+        False,
+        {},
+    )
+    assert AuditEvent.objects.filter(reason__startswith="the shedding loop ticks again").exists()
+    # Silent again, Pulsar answering again: released.
     cluster.token = down
-    assert "handed back" in deadman_check(later + timedelta(seconds=5), memory)
+    assert "handed back" in deadman_check(later + timedelta(seconds=20), memory)
     assert cluster.effective[SHEDDING] is True
+
+
+def test_one_dead_man_acts_at_a_time_and_its_lease_is_its_heartbeat(pulsar_world, settings):
+    from console.services.deadman import deadman_alive
+
+    settings.FULCRUM_DEADMAN_S = 10
+    settings.FULCRUM_DEADMAN_CHECK_S = 5
+    build, _ = pulsar_world
+    cluster, connection = build(pulsar_sheds=True)
+    connection.refresh_from_db()
+    start = connection.controlled_at
+    first, second = DeadmanMemory(), DeadmanMemory()
+    assert not deadman_alive(start)
+    assert "under control" in deadman_check(start + timedelta(seconds=1), first)
+    assert deadman_alive(start + timedelta(seconds=2))
+    assert "another dead-man holds the lease" in deadman_check(start + timedelta(seconds=2), second)
+    released = counted("released")
+    assert "handed back" in deadman_check(start + timedelta(seconds=11), first)
+    assert counted("released") == released + 1
+    assert cluster.effective[SHEDDING] is True
+    # The first stops checking: its lease runs out (three checks) and the second takes over.
+    assert not deadman_alive(start + timedelta(seconds=27))
+    assert "nothing to watch" in deadman_check(start + timedelta(seconds=27), second)
 
 
 def test_without_the_database_pulsar_is_restored_from_memory_and_recorded_later(
     pulsar_world, settings, monkeypatch
 ):
-    from console.models import AuditEvent, ClusterSample, PulsarConnection
+    from console.models import AuditEvent, ClusterSample, PulsarConnection, TickLock
 
     settings.FULCRUM_DEADMAN_S = 20
+    settings.FULCRUM_DEADMAN_WITHOUT_DATABASE = True
     build, _ = pulsar_world
     cluster, connection = build(pulsar_sheds=True)
     connection.refresh_from_db()
@@ -156,7 +209,7 @@ def test_without_the_database_pulsar_is_restored_from_memory_and_recorded_later(
         def __getattr__(self, name):
             raise OperationalError("could not connect to server: Connection refused")
 
-    for model in (PulsarConnection, ClusterSample, AuditEvent):
+    for model in (PulsarConnection, ClusterSample, AuditEvent, TickLock):
         monkeypatch.setattr(model, "objects", Unreachable())
     said = deadman_check(start + timedelta(seconds=15), memory)
     assert said.startswith("database unreadable; demo's loop silent for 15 s")
@@ -174,6 +227,31 @@ def test_without_the_database_pulsar_is_restored_from_memory_and_recorded_later(
     event = AuditEvent.objects.filter(action="control").latest("pk")
     assert "(recorded once the database answered again)" in event.reason
     assert "the database could not be read" in event.reason
+
+
+def test_by_default_a_dead_man_without_the_database_waits_for_it(
+    pulsar_world, settings, monkeypatch
+):
+    """Cut off alone from the database, a dead-man cannot tell a dead loop from its own
+    partition: by default it gives nothing back (FULCRUM_DEADMAN_WITHOUT_DATABASE off)."""
+    from console.models import PulsarConnection
+
+    settings.FULCRUM_DEADMAN_S = 20
+    build, _ = pulsar_world
+    cluster, connection = build(pulsar_sheds=True)
+    connection.refresh_from_db()
+    memory = DeadmanMemory()
+    start = connection.controlled_at
+    deadman_check(start + timedelta(seconds=5), memory)
+
+    class Unreachable:
+        def __getattr__(self, name):
+            raise OperationalError("could not connect to server: Connection refused")
+
+    monkeypatch.setattr(PulsarConnection, "objects", Unreachable())
+    said = deadman_check(start + timedelta(seconds=60), memory)
+    assert said.endswith("waiting for it (FULCRUM_DEADMAN_WITHOUT_DATABASE off)")
+    assert cluster.overrides == {SHEDDING: "false"}
 
 
 def test_pulsar_release_by_hand_restores_pulsar_and_says_what_it_did(pulsar_world, capsys):

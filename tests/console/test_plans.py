@@ -21,7 +21,8 @@ from console.access import OPERATORS_GROUP
 from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision, ReportRun, TickLock
 from console.services import shedding_tick_run
 from console.services.errors import ConsoleError
-from console.services.shedding import TICK_LOCK, lease_claim
+from console.services.leases import lease_claim
+from console.services.shedding import TICK_LOCK
 from tests.conftest import bundle_load, ingest, report
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -165,13 +166,13 @@ def test_a_killed_ticks_lease_expires_after_one_interval(cluster):
     assert shedding_tick_run(now=NOW + timedelta(seconds=5)) is None
     assert shedding_tick_run(now=NOW + timedelta(seconds=11)) is not None
     # Only the holder releases: a stranger's release leaves the lease alone.
-    from console.services.shedding import lease_release
+    from console.services.leases import lease_release
 
     assert lease_claim(TICK_LOCK, "holder", NOW + timedelta(seconds=30), 10)
     lease_release(TICK_LOCK, "stranger", NOW + timedelta(seconds=31))
     assert TickLock.objects.get(name=TICK_LOCK).holder == "holder"
     # A holder renews only while its lease is valid: once expired, it has lost it.
-    from console.services.shedding import lease_renew
+    from console.services.leases import lease_renew
 
     assert lease_renew(TICK_LOCK, "holder", NOW + timedelta(seconds=35), 10)
     assert not lease_renew(TICK_LOCK, "holder", NOW + timedelta(seconds=46), 10)
