@@ -31,6 +31,20 @@ if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
 
 
+# The console's tests empty the live load store before and after each test: never make run's.
+MAKE_RUN_STORE = "redis://127.0.0.1:6390/0"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("REDIS_URL", MAKE_RUN_STORE) == MAKE_RUN_STORE:
+        pytest.exit(
+            "REDIS_URL names make run's live load store (127.0.0.1:6390, db 0), which these "
+            "tests empty: run `make test`, or point REDIS_URL at another Redis or database "
+            "number (e.g. redis://127.0.0.1:6390/15)",
+            returncode=4,
+        )
+
+
 # Bundle name -> the stats its owner's reports carry (``bundle_load``); emptied for each test.
 BUNDLE_LOADS: dict[str, dict] = {}
 
