@@ -28,6 +28,28 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+def free_port_block(count: int, start: int = 20000, stop: int = 60000) -> int:
+    """The first of ``count`` consecutive TCP ports on 127.0.0.1 that nothing listens on now
+    (a simulated cluster binds broker i to base + i), looked for from a random offset."""
+    import random
+
+    offset = random.randrange(start, stop - count)
+    for base in [*range(offset, stop - count, 101), *range(start, offset, 101)]:
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+        return base
+    raise RuntimeError(f"no {count} consecutive free ports between {start} and {stop}")
+
+
 def wait_for_port(port: int, attempts: int = 150, pause_s: float = 0.2) -> bool:
     """Wait until something accepts connections on 127.0.0.1:``port``; whether it did."""
     for _ in range(attempts):

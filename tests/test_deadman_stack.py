@@ -29,7 +29,7 @@ import pytest
 
 from tests.support import (
     free_port,
-    free_ports,
+    free_port_block,
     process_tree,
     procfile_commands,
     redis_server,
@@ -89,7 +89,7 @@ class Stack:
 @pytest.fixture
 def stack(tmp_path):
     redis_port = free_port()
-    pulsar_port = free_ports(9)[0]  # the simulator's 8 brokers take the ports from here up
+    pulsar_port = free_port_block(8)  # the simulator's 8 brokers take the ports from here up
     redis = redis_server(redis_port, tmp_path)
     (tmp_path / "prometheus").mkdir()
     (tmp_path / "logs").mkdir()

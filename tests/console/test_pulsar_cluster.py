@@ -29,7 +29,7 @@ from console.connectors.pulsar_cluster import (
 )
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.pulsar.observe import observe, report_document
-from tests.support import free_ports
+from tests.support import free_port_block, free_ports
 
 TOKEN = "s3cret-jwt"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -573,7 +573,7 @@ def test_a_lookup_assigns_an_unowned_bundle_and_the_request_log_records_it(serve
 
 
 def test_the_command_line_serves_and_plays_the_traces(caplog):
-    base = next(b for b in range(21000, 60000, 97) if _all_free(range(b, b + 8)))
+    base = free_port_block(8)
     caplog.set_level(logging.INFO, logger="fulcrum.pulsar_cluster")
     main(["--base-port", str(base), "--steps", "2", "--step-seconds", "0", "--token", TOKEN])
     assert "trace minute 0" in caplog.text
@@ -585,7 +585,7 @@ def test_the_command_line_serves_and_plays_the_traces(caplog):
 def test_the_command_line_serves_a_cluster_of_any_size_over_http_and_https(
     caplog, capsys, tmp_path
 ):
-    base = next(b for b in range(21000, 60000, 89) if _all_free(range(b, b + 24)))
+    base = free_port_block(24)
     caplog.set_level(logging.INFO, logger="fulcrum.pulsar_cluster")
     main(
         [
