@@ -187,12 +187,7 @@ def _release(pk: int, now: datetime, why: str, limit: float) -> str | None:
         row.handed_back = {"releasing": True, "by": BY, "at": now.isoformat(), "why": why}
         row.save(update_fields=["is_executor_stopped", "handed_back"])
     # Committed: from here no move is sent. Pulsar is restored outside the row's lock.
-    changes = changes_of(row.previous_config)
-    try:
-        with admin_for(row) as admin:
-            failed = restore(admin, changes)
-    except ConsoleError as exc:
-        failed = [exc.message]
+    changes, failed = _restore_pulsar(row)
     if failed:
         return "; ".join(failed)
     said = f"Pulsar's configuration restored: {restored_said(changes)}"
@@ -211,6 +206,16 @@ def _release(pk: int, now: datetime, why: str, limit: float) -> str | None:
         row.handed_back = {"at": now.isoformat(), "by": BY, "why": why}
         row.save(update_fields=["handed_back"])
     return ""
+
+
+def _restore_pulsar(connection: PulsarConnection) -> tuple[list[dict[str, Any]], list[str]]:
+    """Put back what taking control changed in Pulsar: (the changes, what failed)."""
+    changes = changes_of(connection.previous_config)
+    try:
+        with admin_for(connection) as admin:
+            return changes, restore(admin, changes)
+    except ConsoleError as exc:
+        return changes, [exc.message]
 
 
 def _executor_back(connection: PulsarConnection, now: datetime, silence: float) -> str:
@@ -249,12 +254,7 @@ def _without_database(now: datetime, memory: DeadmanMemory, exc: DatabaseError) 
     metrics.DEADMAN_SILENCE.set(silence)
     if silence <= memory.limit_s:
         return f"database unreadable; {connection.name}'s loop silent for {silence:.0f} s"
-    changes = changes_of(connection.previous_config)
-    try:
-        with admin_for(connection) as admin:
-            failed = restore(admin, changes)
-    except ConsoleError as error:
-        failed = [error.message]
+    changes, failed = _restore_pulsar(connection)
     if failed:
         metrics.DEADMAN_RELEASES.labels(result="failed").inc()
         return f"database unreadable; restoring {connection.name} failed: {'; '.join(failed)}"
