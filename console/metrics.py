@@ -94,6 +94,12 @@ PULSAR_CONTROL: Final = Gauge(
     "written by the dead-man at each check",
     multiprocess_mode="mostrecent",
 )
+PULSAR_CONFLICT: Final = Gauge(
+    "fulcrum_pulsar_conflict",
+    "1 while Pulsar's own shedding (or auto-split) is found on although Fulcrum holds control: "
+    "two balancers; Fulcrum's executor is stopped",
+    multiprocess_mode="mostrecent",
+)
 DEADMAN_SILENCE: Final = Gauge(
     "fulcrum_deadman_silence_seconds",
     "Seconds since the shedding loop last completed a tick (or since control was taken), as "

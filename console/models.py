@@ -445,6 +445,9 @@ class PulsarConnection(models.Model):
     observation = models.JSONField(default=dict)  # the last observation's summary
     controlled_at = models.DateTimeField(null=True, blank=True)
     handed_back = models.JSONField(default=dict, blank=True)
+    # Pulsar's own balancing found back on while Fulcrum holds control ({"at", "keys", "why"}):
+    # the executor is stopped until an admin re-asserts control or releases it.
+    conflict = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -1270,6 +1270,7 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
                 "inFlight": in_flight,
                 "controlledAt": c.controlled_at.isoformat() if c.controlled_at else None,
                 "handedBack": c.handed_back,
+                "conflict": c.conflict,
             }
         )
         if c.is_attached:
@@ -1290,6 +1291,18 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
         "observeS": settings.FULCRUM_PULSAR_OBSERVE_S,
         "moves": rows,
     }
+
+
+def pulsar_conflict_get() -> dict[str, Any] | None:
+    """The attached connection's conflict — Pulsar's own balancing found back on while Fulcrum
+    holds control (``{"connection", "at", "keys", "why"}``) — or None."""
+    row = (
+        PulsarConnection.objects.filter(is_attached=True, mode=PulsarConnection.Mode.CONTROL)
+        .exclude(conflict={})
+        .values("name", "conflict")
+        .first()
+    )
+    return {"connection": row["name"], **row["conflict"]} if row else None
 
 
 def pulsar_broker_read(name: str) -> dict[str, Any] | None:

@@ -101,6 +101,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "console.access.role",
+                "console.context_processors.pulsar_conflict",
             ]
         },
     }
@@ -311,6 +312,10 @@ FULCRUM_METRICS_TOKEN = os.environ.get("FULCRUM_METRICS_TOKEN", "")
 # The demo only: take control of the cluster from the environment once, at its first observation
 # (audited as the balancer's), as an admin would on the Pulsar page.
 FULCRUM_PULSAR_TAKE_CONTROL_AT_START = os.environ.get("FULCRUM_PULSAR_TAKE_CONTROL_AT_START") == "1"
+# When an observation finds Pulsar's own shedding (or auto-split) back on while Fulcrum holds
+# control, the executor stops at once; with this on, Fulcrum also sets it off again (audited)
+# and goes on; off, it stays stopped until an admin re-asserts control or releases it.
+FULCRUM_PULSAR_REASSERT = _env_bool("FULCRUM_PULSAR_REASSERT", False)
 # How often the attached cluster is observed (and the moves sent to it verified).
 FULCRUM_PULSAR_OBSERVE_S = float(os.environ.get("FULCRUM_PULSAR_OBSERVE_S", "15"))
 CELERY_BEAT_SCHEDULE = {

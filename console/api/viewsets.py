@@ -52,7 +52,12 @@ from console.services.config import (
     config_values,
     config_what_if,
 )
-from console.services.control import control_preview, control_release, control_take
+from console.services.control import (
+    control_preview,
+    control_reassert,
+    control_release,
+    control_take,
+)
 from console.services.errors import ConsoleError
 from console.services.executor import executor_set
 from console.services.ingest import LoadReportInput, report_size_check
@@ -561,7 +566,7 @@ def pulsar(request: Request) -> Response:
 
 
 class PulsarControlInput(serializers.Serializer):
-    action = serializers.ChoiceField(choices=["take", "release"])
+    action = serializers.ChoiceField(choices=["take", "release", "reassert"])
     confirm = serializers.BooleanField()
 
 
@@ -569,14 +574,16 @@ class PulsarControlInput(serializers.Serializer):
 @api_view(["GET", "POST"])
 @permission_classes([IsOperator])
 def pulsar_control(request: Request, pk: int) -> Response:
-    """GET: what taking or releasing control would change in Pulsar's dynamic configuration,
-    read live. POST ``{"action": "take"|"release", "confirm": true}`` (an admin): do it,
-    audited."""
+    """GET (``?action=reassert`` for a re-assert): what taking, releasing or re-asserting
+    control would change in Pulsar's dynamic configuration, read live. POST ``{"action":
+    "take"|"release"|"reassert", "confirm": true}`` (an admin): do it, audited."""
     if request.method == "GET":
-        return Response(control_preview(pk))
+        return Response(control_preview(pk, request.query_params.get("action", "")))
     params = PulsarControlInput(data=request.data)
     params.is_valid(raise_exception=True)
-    act = control_take if params.validated_data["action"] == "take" else control_release
+    act = {"take": control_take, "release": control_release, "reassert": control_reassert}[
+        params.validated_data["action"]
+    ]
     done = act(
         pk,
         actor=acting_user(request),

@@ -13,11 +13,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Final
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from console import metrics
 from console.access import actor_check
-from console.models import BalancerConfig, PulsarConnection
+from console.models import AuditEvent, BalancerConfig, PulsarConnection
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.pulsar.release import changes_of, restore, restored_said
 from console.services import executor
@@ -43,20 +45,26 @@ def _unreachable(exc: PulsarAdminError, doing: str) -> ConsoleError:
     )
 
 
-def control_preview(connection_id: int) -> dict[str, Any]:
-    """What taking (in observe-only) or releasing (in control) would change, read live.
+def control_preview(connection_id: int, action: str = "") -> dict[str, Any]:
+    """What taking (in observe-only), releasing or re-asserting (in control) would change, read
+    live; ``action`` "reassert" asks for the last (default: take or release by the mode).
 
     Returns:
-        ``{"connection", "mode", "action": "take"|"release", "changes": [{"key", "effective",
-        "override" (None: none), "to", "how"}], "inFlight": moves}``.
+        ``{"connection", "mode", "action": "take"|"release"|"reassert", "changes": [{"key",
+        "effective", "override" (None: none), "to", "how"}], "inFlight": moves, "conflict"}``.
 
     Raises:
-        ConsoleError: 404 unknown connection; 409 a key this cluster cannot change at runtime;
-            502 Pulsar could not be read.
+        ConsoleError: 404 unknown connection; 409 a key this cluster cannot change at runtime,
+            or a re-assert while not in control; 502 Pulsar could not be read.
     """
     connection = connection_get(connection_id)
     with admin_for(connection) as admin:
-        if connection.mode == PulsarConnection.Mode.CONTROL:
+        if action == "reassert":
+            if connection.mode != PulsarConnection.Mode.CONTROL:
+                raise ConsoleError(f"Fulcrum does not control {connection.name}", status=409)
+            keys = set(connection.previous_config)
+            changes = [c for c in _take_changes(admin) if c["key"] in keys]
+        elif connection.mode == PulsarConnection.Mode.CONTROL:
             changes = _release_changes(connection, admin)
             action = "release"
         else:
@@ -68,6 +76,7 @@ def control_preview(connection_id: int) -> dict[str, Any]:
         "action": action,
         "changes": changes,
         "inFlight": executor.moves_in_flight(connection),
+        "conflict": connection.conflict,
     }
 
 
@@ -265,7 +274,115 @@ def control_release(
         connection = connection_mode_set(
             connection, PulsarConnection.Mode.OBSERVE, {}, actor, now, reason
         )
+        connection.conflict = {}
         if by:
             connection.handed_back = {"at": now.isoformat(), "by": by, "why": why}
-            connection.save(update_fields=["handed_back"])
+        connection.save(update_fields=["conflict", "handed_back"])
     return {"connection": connection.name, "mode": connection.mode, "changes": changes}
+
+
+def control_conflict_check(
+    connection: PulsarConnection, lb_config: dict[str, str], admin: PulsarAdmin, now: datetime
+) -> str:
+    """On every observation while Fulcrum holds control: is a key it turned off (Pulsar's
+    shedding, its auto-split when Fulcrum splits) back on — the cluster restarted with its
+    broker.conf, or another admin? Then the executor stops at once (never two balancers),
+    audited, recorded on the connection (``conflict``, shown on every page) and in
+    ``/metrics``; with ``FULCRUM_PULSAR_REASSERT`` the keys are set off again and the executor
+    runs again (audited), else it stays stopped until an admin re-asserts control or releases
+    it. ``lb_config``: the effective values just observed (E17, strings).
+
+    Returns:
+        What it found or did, in words ("" when nothing is wrong).
+    """
+    connection.refresh_from_db(fields=["mode", "previous_config", "conflict"])
+    if connection.mode != PulsarConnection.Mode.CONTROL:
+        metrics.PULSAR_CONFLICT.set(0)
+        return ""
+    back_on = sorted(k for k in connection.previous_config if lb_config.get(k) == "true")
+    if not back_on:
+        metrics.PULSAR_CONFLICT.set(1 if connection.conflict else 0)
+        return ""
+    metrics.PULSAR_CONFLICT.set(1)
+    said = ", ".join(f"{k}=true" for k in back_on)
+    if not connection.conflict:
+        why = f"Pulsar's own balancing is on again ({said}) while Fulcrum holds control"
+        executor.executor_set(
+            connection.pk, stopped=True, actor=None, now=now, why=f"{why}: cancelled"
+        )
+        with transaction.atomic():
+            row = connection_get(connection.pk, lock=True)
+            row.conflict = {"at": now.isoformat(), "keys": back_on, "why": why}
+            row.save(update_fields=["conflict"])
+            AuditEvent.objects.create(
+                at=now,
+                action=AuditEvent.Action.CONTROL,
+                target=row.name,
+                reason=f"{why}: two balancers; Fulcrum's executor stopped until control is "
+                "re-asserted or released",
+            )
+        connection.conflict = row.conflict
+    if not settings.FULCRUM_PULSAR_REASSERT:
+        return f"{said}: executor stopped until an admin decides"
+    try:
+        control_reassert(connection.pk, actor=None, confirm=True, now=now, admin=admin)
+    except ConsoleError as exc:
+        return f"{said}: re-asserting failed ({exc.message}); executor stopped"
+    return f"{said}: re-asserted (FULCRUM_PULSAR_REASSERT)"
+
+
+def control_reassert(
+    connection_id: int,
+    *,
+    actor: User | None,
+    confirm: bool,
+    now: datetime,
+    admin: PulsarAdmin | None = None,
+) -> dict[str, Any]:
+    """Fulcrum holds control and Pulsar's own balancing was found back on: set the keys off
+    again (checked), clear the conflict and start the executor again. Audited.
+
+    Raises:
+        ConsoleError: 403 not an admin; 400 without ``confirm``; 409 not in control; 502 Pulsar
+            refused (the executor stays stopped).
+    """
+    actor_check(actor, admin=True)
+    if not confirm:
+        raise ConsoleError("confirm must be true to re-assert control", field="confirm")
+    with transaction.atomic():
+        connection = connection_get(connection_id, lock=True)
+        if connection.mode != PulsarConnection.Mode.CONTROL:
+            raise ConsoleError(f"Fulcrum does not control {connection.name}", status=409)
+        keys = list(connection.previous_config)
+        client = admin or admin_for(connection)
+        try:
+            for key in keys:
+                client.set_dynamic_config(key, "false")
+            check = client.dynamic_overrides()
+        except PulsarAdminError as exc:
+            raise _unreachable(exc, "to turn its own balancing off again") from exc
+        finally:
+            if admin is None:
+                client.close()
+        wrong = [k for k in keys if check.get(k) != "false"]
+        if wrong:
+            raise ConsoleError(
+                f"Pulsar did not keep {', '.join(wrong)}=false: the executor stays stopped",
+                status=502,
+                field="connection",
+            )
+        who = actor.get_username() if actor else "FULCRUM_PULSAR_REASSERT"
+        connection.conflict = {}
+        connection.is_executor_stopped = False
+        connection.save(update_fields=["conflict", "is_executor_stopped"])
+        AuditEvent.objects.create(
+            at=now,
+            actor=actor,
+            action=AuditEvent.Action.CONTROL,
+            target=connection.name,
+            reason=f"control re-asserted by {who}: "
+            + ", ".join(f"{k} -> false" for k in keys)
+            + "; executor started again",
+        )
+    metrics.PULSAR_CONFLICT.set(0)
+    return {"connection": connection.name, "mode": connection.mode, "reasserted": keys}

@@ -474,13 +474,22 @@ def executor_set(
     Audited.
 
     Raises:
-        ConsoleError: 403 for a viewer; 404 for an unknown connection.
+        ConsoleError: 403 for a viewer; 404 for an unknown connection; 409 a start while Pulsar's
+            own balancing is on (``conflict``).
     """
     actor_check(actor)
     with transaction.atomic():
         connection = connection_get(connection_id, lock=True)
         if connection.is_executor_stopped == stopped:
             return connection
+        if not stopped and connection.conflict:
+            raise ConsoleError(
+                f"{connection.conflict.get('why', 'Pulsar balances on its own')}: re-assert "
+                "control (an admin, on the Pulsar page) or release it; the executor does not "
+                "run beside Pulsar's own balancing",
+                status=409,
+                field="stopped",
+            )
         connection.is_executor_stopped = stopped
         connection.save(update_fields=["is_executor_stopped"])
         who = actor.get_username() if actor else "the balancer"

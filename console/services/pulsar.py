@@ -41,6 +41,7 @@ from console.pulsar.observe import (
     report_document,
 )
 from console.services.connections import admin_for, token_encrypt
+from console.services.control import AUTO_SPLIT, control_conflict_check, control_take
 from console.services.errors import ConsoleError
 from console.services.ingest import load_report_ingest
 from console.services.leases import lease_claim, lease_release
@@ -399,6 +400,9 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
             summary = _summary(seen, pulsar_observation_apply(seen, now=now), admin.calls)
             summary["verified"] = executor.moves_verify(connection, seen, now=now)
             # Sent after observing: each move is checked against the owners just seen.
+            # Pulsar's own balancing back on while Fulcrum holds control: the executor stops
+            # before anything is sent (services.control.control_conflict_check).
+            summary["conflict"] = control_conflict_check(connection, seen.lb_config, admin, now)
             if connection.mode != PulsarConnection.Mode.CONTROL:
                 # Control went back to Pulsar without a release's cancelling them (the
                 # dead-man's): moves still queued are never sent.
@@ -431,8 +435,6 @@ def _auto_split_keep_off(
     """In control, when Fulcrum splits (its auto-split on, perhaps turned on after control was
     taken) and Pulsar's auto-split is on: turn Pulsar's off too, keeping its previous values for
     the release, audited. Fulcrum never splits against Pulsar."""
-    from console.services.control import AUTO_SPLIT
-
     connection.refresh_from_db(fields=["mode", "previous_config", "is_executor_stopped"])
     splits = BalancerConfig.objects.filter(is_auto_split_enabled=True).exists()
     if (
@@ -466,8 +468,6 @@ def _auto_split_keep_off(
 def _take_control_at_start(connection: PulsarConnection, now: datetime) -> None:
     """The demo's one automatic take-over (FULCRUM_PULSAR_TAKE_CONTROL_AT_START): tried once;
     an admin who releases control later is not overruled."""
-    from console.services.control import control_take  # control imports this module
-
     connection.observation = {**connection.observation, "controlAtStart": True}
     connection.save(update_fields=["observation"])
     if connection.mode == PulsarConnection.Mode.CONTROL:

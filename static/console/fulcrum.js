@@ -1437,6 +1437,17 @@ const Fulcrum = (() => {
         }
         root.appendChild(facts);
         if (o.failure) root.appendChild(el("p", {class: "error"}, `Last observation failed at ${time(o.failedAt)} UTC: ${o.failure}`));
+        const conflict = attached.conflict || {};
+        if (control && conflict.at) {
+          const box = el("div", {class: "error", id: "conflict"});
+          box.appendChild(el("p", {}, `Two balancers since ${time(conflict.at)} UTC: ${conflict.why}. Fulcrum's executor is stopped and sends nothing until an admin decides: re-assert its control (${(conflict.keys || []).join(", ")} set off again, the executor started) or release control to Pulsar.`));
+          if (isAdmin) {
+            const b = el("button", {id: "reassert", class: "primary"}, "Re-assert control…");
+            b.addEventListener("click", () => openControl(attached, "reassert"));
+            box.appendChild(b);
+          }
+          root.appendChild(box);
+        }
         const back = attached.handedBack || {};
         if (!control && back.at) {
           root.appendChild(el("p", {class: "error", id: "handed-back"}, `Control was handed back to Pulsar by ${back.by} at ${time(back.at)} UTC: ${back.why}. Pulsar balances the cluster again; take control once Fulcrum's loop runs.`));
@@ -1478,13 +1489,15 @@ const Fulcrum = (() => {
           b.addEventListener("click", () => openControl(attached));
           actions.appendChild(b);
         }
-        if (isOperator && control) {
+        if (isOperator && control && !conflict.at) {
           const b = el("button", {id: "executor-toggle"}, attached.executorStopped ? "Start the executor" : "Stop the executor…");
           b.addEventListener("click", () => toggleExecutor(attached));
           actions.appendChild(document.createTextNode(" "));
           actions.appendChild(b);
         }
-        actions.appendChild(el("span", {class: "muted"}, control
+        actions.appendChild(el("span", {class: "muted"}, control && conflict.at
+          ? " Pulsar's own balancing is on again: Fulcrum sends nothing until an admin decides."
+          : control
           ? " Pulsar's own shedding is off; Fulcrum's moves are sent as unloads with a destination (or splits) and verified."
           : " Fulcrum records its plans without sending them. Taking control turns Pulsar's own shedding off first."));
         root.appendChild(actions);
@@ -1520,18 +1533,22 @@ const Fulcrum = (() => {
 
     const dialog = document.getElementById("control-dialog");
     let pending = null;
-    async function openControl(connection) {
+    async function openControl(connection, wanted) {
       say("Reading Pulsar's configuration…");
       try {
-        const response = await fetch(`/api/pulsar/${connection.id}/control/`, {credentials: "same-origin"});
+        const query = wanted ? `?action=${wanted}` : "";
+        const response = await fetch(`/api/pulsar/${connection.id}/control/${query}`, {credentials: "same-origin"});
         const body = await response.json();
         if (!response.ok) throw new Error((body.error && body.error.message) || response.statusText);
         pending = {id: connection.id, action: body.action};
         const take = body.action === "take";
-        document.getElementById("control-title").textContent = take ? `Take control of ${body.connection}` : `Release control of ${body.connection}`;
+        const titles = {take: "Take control of", release: "Release control of", reassert: "Re-assert control of"};
+        document.getElementById("control-title").textContent = `${titles[body.action]} ${body.connection}`;
         document.getElementById("control-summary").textContent = take
           ? "Pulsar's own shedding is turned off (cluster-wide dynamic configuration) so that it never fights Fulcrum; the values below are recorded and restored when control is released. Fulcrum's executor then sends the balancer's moves."
-          : `Pulsar's configuration is put back as it was; ${body.inFlight} move(s) in flight: queued ones are cancelled, those sent are still verified. Fulcrum goes back to observe-only.`;
+          : body.action === "reassert"
+            ? "Pulsar's own balancing is on again although Fulcrum holds control. Re-asserting sets it off again (the values Fulcrum will restore on release stay those recorded when control was taken) and starts Fulcrum's executor again."
+            : `Pulsar's configuration is put back as it was; ${body.inFlight} move(s) in flight: queued ones are cancelled, those sent are still verified. Fulcrum goes back to observe-only.`;
         const tbody = document.querySelector("#control-changes tbody");
         tbody.innerHTML = "";
         body.changes.forEach((c) => {
@@ -1551,7 +1568,7 @@ const Fulcrum = (() => {
       try {
         const body = await post(`/api/pulsar/${pending.id}/control/`, {action: pending.action, confirm: true});
         data = body;
-        say(pending.action === "take" ? "Control taken: Pulsar's shedding is off." : "Control released: Pulsar's configuration is restored.", "ok");
+        say({take: "Control taken: Pulsar's shedding is off.", release: "Control released: Pulsar's configuration is restored.", reassert: "Control re-asserted: Pulsar's shedding is off again, the executor runs."}[pending.action], "ok");
         draw();
       } catch (err) { say(err.message, "error"); }
     });

@@ -157,3 +157,37 @@ class TestPulsarPageInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator("#pulsar-read")).to_contain_text("information only")
             page.screenshot(path=str(SHOTS / "broker-pulsar-read.png"))
             browser.close()
+
+    def test_two_balancers_are_shown_everywhere_and_an_admin_re_asserts_control(self):
+        from django.utils import timezone
+        from playwright.sync_api import expect, sync_playwright
+
+        from console.services.control import control_take
+
+        aside(
+            lambda: control_take(self.connection.pk, actor=None, confirm=True, now=timezone.now())
+        )
+        # Pulsar restarted with its broker.conf: its own shedding is on again.
+        self.cluster.overrides.pop("loadBalancerSheddingEnabled", None)
+        self.cluster.effective["loadBalancerSheddingEnabled"] = True
+        aside(pulsar_sync_run)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+            page = login(browser, self.live_server_url, "root", "s3cret-pass")
+            page.goto(f"{self.live_server_url}/")  # every page carries the banner
+            expect(page.locator("#pulsar-conflict")).to_contain_text("Two balancers")
+            page.goto(f"{self.live_server_url}/pulsar/")
+            expect(page.locator("#conflict")).to_contain_text("sends nothing until an admin decides")
+            expect(page.locator("#executor")).to_have_text("executor stopped")
+            page.screenshot(path=str(SHOTS / "pulsar-two-balancers.png"), full_page=True)
+            page.click("#reassert")
+            dialog = page.locator("#control-dialog")
+            expect(dialog).to_contain_text("Re-assert control of sim")
+            expect(dialog.locator("tbody tr td").nth(1)).to_have_text("true")
+            page.click("#control-confirm")
+            expect(page.locator("#result")).to_contain_text("Control re-asserted")
+            expect(page.locator("#executor")).to_have_text("executor running")
+            assert self.cluster.overrides == {"loadBalancerSheddingEnabled": "false"}
+            page.goto(f"{self.live_server_url}/")
+            expect(page.locator("#pulsar-conflict")).to_have_count(0)
+            browser.close()
