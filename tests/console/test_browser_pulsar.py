@@ -177,7 +177,9 @@ class TestPulsarPageInBrowser(ChannelsLiveServerTestCase):
             page.goto(f"{self.live_server_url}/")  # every page carries the banner
             expect(page.locator("#pulsar-conflict")).to_contain_text("Two balancers")
             page.goto(f"{self.live_server_url}/pulsar/")
-            expect(page.locator("#conflict")).to_contain_text("sends nothing until an admin decides")
+            expect(page.locator("#conflict")).to_contain_text(
+                "sends nothing until an admin decides"
+            )
             expect(page.locator("#executor")).to_have_text("executor stopped")
             page.screenshot(path=str(SHOTS / "pulsar-two-balancers.png"), full_page=True)
             page.click("#reassert")
