@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
-import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
 from celery import shared_task
-from django.utils import timezone
 
 from console.footprint import heap_trim
 from console.reports.submit import report_run_execute
@@ -20,7 +15,7 @@ from console.services.history import history_compact as history_compact_service
 from console.services.history import history_flush as history_flush_service
 from console.services.history import load_reports_prune
 from console.services.ingest import load_reports_fold as load_reports_fold_service
-from console.services.leases import lease_claim, lease_release
+from console.services.leases import lease_kept
 from console.services.optimality import optimality_measure as optimality_measure_service
 from console.services.pulsar import pulsar_sync_run
 from console.services.reports import report_runs_reap as report_runs_reap_service
@@ -37,22 +32,18 @@ def shedding_tick() -> int | None:
 
 
 def _alone(name: str, ttl_s: float, call: Callable[[], T]) -> T | None:
-    """``call`` under the lease ``name`` (``ttl_s``), so that one runs at a time whatever the
-    worker's pool and count; None (skipped) when another holds it."""
-    token = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
-    if not lease_claim(name, token, timezone.now(), ttl_s):
-        return None
-    try:
-        return call()
-    finally:
-        lease_release(name, token, timezone.now())
+    """``call`` under the lease ``name``, kept while it runs (``ttl_s``: how long a worker killed
+    mid-call keeps the others out), so that one runs at a time whatever the worker's pool and
+    count; None (skipped) when another holds it."""
+    with lease_kept(name, ttl_s) as lease:
+        return call() if lease.held else None
 
 
 @shared_task(ignore_result=True)
 def load_reports_fold() -> int | None:
     """Fold the live store's new load reports into LoadReport rows (the time series); one fold
     at a time (a stream read twice would be folded twice)."""
-    return _alone("load-reports-fold", 120.0, load_reports_fold_service)
+    return _alone("load-reports-fold", 15.0, load_reports_fold_service)
 
 
 @shared_task(ignore_result=True)
@@ -68,7 +59,7 @@ def history_flush() -> int | None:
             heap_trim()
         return written
 
-    return _alone("history-flush", 900.0, flush)
+    return _alone("history-flush", 60.0, flush)
 
 
 @shared_task(ignore_result=True)
@@ -84,7 +75,7 @@ def history_compact() -> dict[str, int] | None:
         finally:
             heap_trim()
 
-    return _alone(COMPACT_LOCK, 1800.0, compact)
+    return _alone(COMPACT_LOCK, 120.0, compact)
 
 
 @shared_task(ignore_result=True)

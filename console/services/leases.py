@@ -1,12 +1,26 @@
 """Leases: what must run once at a time, whatever the process or machine (the shedding tick, the
 fold, the history's flush and compaction, a Pulsar pass, the dead-man), claims a named row of
-``TickLock`` until a time, by compare-and-set. Light to import (the models only)."""
+``TickLock`` until a time, by compare-and-set. ``lease_kept`` holds one while its work runs,
+renewed from a thread, so that each lease can be short: a worker killed mid-work blinds the
+next one for at most its time to live. Light to import (the models only)."""
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
 from console.models import TickLock
+
+log = logging.getLogger(__name__)
 
 
 def lease_claim(name: str, token: str, now: datetime, ttl_s: float) -> bool:
@@ -40,3 +54,55 @@ def lease_release(name: str, token: str, now: datetime) -> None:
     TickLock.objects.filter(name=name, holder=token).update(
         locked_until=now - timedelta(seconds=1), holder=""
     )
+
+
+def lease_token() -> str:
+    """A holder's name for ``TickLock.holder``: host, process, thread and a unique part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
+
+
+class KeptLease:
+    """A lease held while the work it guards runs (``lease_kept``): ``held`` whether it was
+    claimed, ``lost`` whether a renewal found it gone (expired: another may hold it now)."""
+
+    def __init__(self, name: str, token: str, ttl_s: float) -> None:
+        self.name, self.token, self.ttl_s = name, token, ttl_s
+        self.held = False
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _renew(self) -> None:
+        try:
+            while not self._stop.wait(self.ttl_s / 3):
+                try:
+                    if not lease_renew(self.name, self.token, timezone.now(), self.ttl_s):
+                        self.lost = True
+                        log.warning("the lease %s was lost while its work ran", self.name)
+                        return
+                except DatabaseError as exc:  # tried again at the next renewal
+                    log.warning("could not renew the lease %s: %s", self.name, exc)
+        finally:
+            connection.close()  # this thread's own database connection
+
+
+@contextmanager
+def lease_kept(name: str, ttl_s: float) -> Iterator[KeptLease]:
+    """Claim the lease ``name`` for ``ttl_s`` seconds and, while the ``with`` block runs, renew
+    it every ``ttl_s / 3`` from a thread of its own: a long piece of work keeps it however long
+    it takes, and a process killed in the middle holds it at most ``ttl_s`` more. Yields the
+    ``KeptLease`` (``held`` False: another holds it, the block should skip its work); released
+    at the end."""
+    lease = KeptLease(name, lease_token(), ttl_s)
+    lease.held = lease_claim(name, lease.token, timezone.now(), ttl_s)
+    if lease.held:
+        lease._thread = threading.Thread(target=lease._renew, name=f"lease-{name}", daemon=True)
+        lease._thread.start()
+    try:
+        yield lease
+    finally:
+        if lease.held:
+            lease._stop.set()
+            if lease._thread is not None:
+                lease._thread.join(timeout=ttl_s)
+            lease_release(name, lease.token, timezone.now())

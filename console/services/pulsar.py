@@ -9,8 +9,6 @@ import itertools
 import json
 import logging
 import os
-import socket
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -40,16 +38,22 @@ from console.pulsar.observe import (
     observe,
     report_document,
 )
+from console.services import executor
 from console.services.connections import admin_for, token_encrypt
 from console.services.control import AUTO_SPLIT, control_conflict_check, control_take
 from console.services.errors import ConsoleError
 from console.services.ingest import load_report_ingest
-from console.services.leases import lease_claim, lease_release
+from console.services.leases import lease_kept
 
 log = logging.getLogger(__name__)
 SYNC_LOCK = "pulsar-sync"
-# A pass observes, verifies and sends (each act call up to 90 s, several at once): its lease.
-SYNC_LEASE_S = 300.0
+
+
+def sync_lease_s() -> float:
+    """The Pulsar pass's lease (s), kept while the pass runs (observing, verifying, sending: an
+    unload may take 90 s) and renewed every third of it: one observation period (at least 5 s),
+    so that a worker killed mid-pass delays the next pass by about two periods at most."""
+    return max(settings.FULCRUM_PULSAR_OBSERVE_S, 5.0)
 
 
 def _bounds(namespace: str, boundaries: list[str]) -> list[tuple[int, int]]:
@@ -371,18 +375,15 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
         The observation summary (``pulsar_observation_apply``'s and the cluster's leader, load
         manager, version, ``sent`` and ``verified`` moves); None when nothing is attached.
     """
-    from console.services import executor  # executor imports this module's connection helpers
-
     pulsar_connection_from_environment()
     connection = selectors.pulsar_connection_attached()
     if connection is None:
         return None
     now = now or timezone.now()
-    token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-    if not lease_claim(SYNC_LOCK, token, now, SYNC_LEASE_S):
-        log.info("another Pulsar pass holds the lease; skipped")
-        return None
-    try:
+    with lease_kept(SYNC_LOCK, sync_lease_s()) as lease:
+        if not lease.held:
+            log.info("another Pulsar pass holds the lease; skipped")
+            return None
         try:
             admin = admin_for(connection)
         except ConsoleError as exc:
@@ -399,7 +400,6 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
                 raise
             summary = _summary(seen, pulsar_observation_apply(seen, now=now), admin.calls)
             summary["verified"] = executor.moves_verify(connection, seen, now=now)
-            # Sent after observing: each move is checked against the owners just seen.
             # Pulsar's own balancing back on while Fulcrum holds control: the executor stops
             # before anything is sent (services.control.control_conflict_check).
             summary["conflict"] = control_conflict_check(connection, seen.lb_config, admin, now)
@@ -409,6 +409,7 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
                 executor.moves_cancel(
                     connection, f"Fulcrum no longer controls {connection.name}", now
                 )
+            # Sent after observing: each move is checked against the owners just seen.
             summary["sent"] = executor.moves_send(
                 connection,
                 admin,
@@ -417,8 +418,6 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
                 extensible=seen.extensible,
             )
             _auto_split_keep_off(connection, admin, seen, now)
-    finally:
-        lease_release(SYNC_LOCK, token, timezone.now())
     connection.refresh_from_db(fields=["observation"])
     summary["controlAtStart"] = connection.observation.get("controlAtStart", False)
     connection.observation = summary

@@ -30,6 +30,8 @@ from console.services.leases import lease_claim, lease_release, lease_renew
 
 log = logging.getLogger(__name__)
 TICK_LOCK = "shedding-tick"
+# The tick's lease (s): planning renews it before applying; a killed worker's runs out this soon.
+TICK_LEASE_S = 6.0
 # Held while the history's files are rewritten: a Spark run waits for it before it reads them.
 COMPACT_LOCK = "history-compact"
 
@@ -118,8 +120,9 @@ def shedding_tick_run(
     and apply the plan with the CV sample, the strategies' state and the "after" figures of
     earlier actions in one transaction.
 
-    The lease lasts ``lease_ttl_s`` (default: the loop interval) and is renewed before applying,
-    so a worker killed mid-tick delays the next tick by at most one interval.
+    The lease lasts ``lease_ttl_s`` (default ``TICK_LEASE_S``, 6 s: longer than planning takes,
+    shorter than a loop interval) and is renewed before applying, so a worker killed mid-tick
+    holds the next tick back by at most that: the next due tick comes one interval later.
 
     Returns:
         The decision; None when another tick holds the lease, the tick is not due, or the lease
@@ -127,7 +130,7 @@ def shedding_tick_run(
     """
     now = now or timezone.now()
     config = selectors.balancer_config_get()
-    ttl = lease_ttl_s if lease_ttl_s is not None else max(config.loop_interval_s, 5.0)
+    ttl = lease_ttl_s if lease_ttl_s is not None else TICK_LEASE_S
     # Who holds the lease, for operators reading TickLock: host, process and a unique token.
     token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
     started = time.monotonic()
