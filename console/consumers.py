@@ -21,6 +21,12 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(CLUSTER_GROUP, self.channel_name)
         await self.accept()
 
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        """Frames from the browser are ignored, not decoded: the feed only pushes, and a
+        hostile frame (a 100,000-deep JSON) must not cost a traceback or the connection."""
+
     async def disconnect(self, code: int) -> None:
         await self.channel_layer.group_discard(CLUSTER_GROUP, self.channel_name)
 

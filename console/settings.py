@@ -68,6 +68,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "console.middleware.nul_refused",
+    "console.middleware.body_limited",
+    "console.middleware.json_checked",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -185,6 +187,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["console.api.permissions.IsUser"],
+    # JSON only, strictly (console.services.bodies): 413 / 400, never a 500 or a last-wins key.
+    "DEFAULT_PARSER_CLASSES": ["console.api.parsers.StrictJSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
 }

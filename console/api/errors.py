@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.defaults import page_not_found, server_error
 from rest_framework.response import Response
@@ -32,6 +34,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(console_error_body(exc), status=exc.status)
     if isinstance(exc, BalancerError):
         return Response({"error": exc.as_dict()}, status=400)
+    if isinstance(exc, RequestDataTooBig):  # a body without Content-Length, read past the limit
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        message = f"a request body is at most {limit:,} bytes"
+        return Response({"error": {"message": message, "field": "body"}}, status=413)
     response = drf_handler(exc, context)
     if response is None:
         # Anything else is our bug: logged with its traceback, answered without it.

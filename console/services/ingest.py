@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from collections import Counter
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Annotated, Any, Required
 
-import jiter
 import numpy as np
 import redis
 from asgiref.sync import async_to_sync
@@ -27,6 +25,7 @@ from balancer.hashing import format_hash, topic_hash
 from balancer.load import LONG_TERM_SAMPLES, SHORT_TERM_SAMPLES, time_average_columns
 from console import loadstore, metrics, realtime, selectors
 from console.models import Broker, LoadReport
+from console.services.bodies import body_size_check, json_body
 from console.services.errors import ConsoleError
 
 INT64_MAX = 2**63 - 1
@@ -113,39 +112,25 @@ class LoadReportInput(_Strict):
     bundleStats: dict[Annotated[str, Field(max_length=300)], BundleStatsInput] = {}  # noqa: N815
 
 
-# jiter's words for a key given twice in one object.
-_DUPLICATE_KEY = re.compile(r'Detected duplicate key "(.*)" at line \d+ column \d+$')
-
-
 def report_size_check(size: int) -> None:
     """Refuse a body of ``size`` bytes over ``FULCRUM_MAX_REPORT_BYTES``.
 
     Raises:
         ConsoleError: 413.
     """
-    if size > settings.FULCRUM_MAX_REPORT_BYTES:
-        raise ConsoleError(
-            f"a load report is at most {settings.FULCRUM_MAX_REPORT_BYTES:,} bytes (got {size:,})",
-            status=413,
-        )
+    body_size_check(size, limit=settings.FULCRUM_MAX_REPORT_BYTES, what="a load report")
 
 
 def report_parse(raw: bytes) -> LoadReportInput:
-    """The body of a load report, checked whole: JSON, no duplicate keys, every field typed,
-    finite and in range.
+    """The body of a load report, checked whole: JSON by ``bodies.json_body``'s rules (no
+    duplicate keys, ...), every field typed, finite and in range.
 
     Raises:
         ConsoleError: 413 over ``FULCRUM_MAX_REPORT_BYTES``; 400 naming the first bad field.
     """
-    report_size_check(len(raw))
-    try:
-        doc = jiter.from_json(raw, catch_duplicate_keys=True)
-    except ValueError as exc:
-        duplicate = _DUPLICATE_KEY.match(str(exc))
-        if duplicate:
-            key = duplicate.group(1)
-            raise ConsoleError(f"{key!r} appears twice", field=key) from None
-        raise ConsoleError(f"not a JSON document: {str(exc)[:200]}", field="body") from None
+    doc = json_body(
+        raw, limit=settings.FULCRUM_MAX_REPORT_BYTES, what="a load report", finite_check=False
+    )
     try:
         return LoadReportInput.model_validate(doc)
     except ValidationError as exc:

@@ -577,7 +577,14 @@ def test_the_pulsar_page_and_its_api_refuse_bad_input_by_field_and_role(
     assert "brokerUrls" not in shown["observation"]
     assert shown["observation"]["leader"] == B2
     assert shown["observation"]["lbConfig"] == dict.fromkeys(DYNAMIC, "true")
-    assert client.post(f"/api/pulsar/{shown['id']}/executor/", {"stopped": True}).status_code == 403
+    assert (
+        client.post(
+            f"/api/pulsar/{shown['id']}/executor/",
+            {"stopped": True},
+            content_type="application/json",
+        ).status_code
+        == 403
+    )
     client.force_login(operator)
     url = f"/api/pulsar/{shown['id']}/control/"
     preview = client.get(url).json()
