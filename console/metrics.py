@@ -100,6 +100,36 @@ PULSAR_CONFLICT: Final = Gauge(
     "two balancers; Fulcrum's executor is stopped",
     multiprocess_mode="mostrecent",
 )
+PULSAR_CALLS: Final = Counter(
+    "fulcrum_pulsar_admin_calls_total",
+    "Admin calls made to the attached Pulsar cluster, by the broker (host:port) that answered "
+    "or failed, the call (PULSAR_ADMIN.md's number and name) and the result (ok, 4xx, 5xx, "
+    "timeout, no answer, unreachable)",
+    ["broker", "call", "result"],
+)
+PULSAR_CALL_SECONDS: Final = Histogram(
+    "fulcrum_pulsar_admin_call_seconds",
+    "Wall time of one admin call to Pulsar (redirects included), by call",
+    ["call"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 90.0),
+)
+PULSAR_OBSERVATION_SECONDS: Final = Histogram(
+    "fulcrum_pulsar_observation_seconds",
+    "Wall time of one Pulsar pass (observe, verify, send); longer than FULCRUM_PULSAR_OBSERVE_S "
+    "means observations fall behind",
+    buckets=(0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0),
+)
+PULSAR_OBSERVED: Final = Gauge(
+    "fulcrum_pulsar_last_observation_timestamp_seconds",
+    "When the last Pulsar pass completed (Unix time): alert when older than two periods",
+    multiprocess_mode="max",
+)
+PULSAR_MOVES_LATE: Final = Gauge(
+    "fulcrum_pulsar_moves_late",
+    "Moves in flight that waited longer than expected in their state (queued, sending, "
+    "verifying), at the last Pulsar pass",
+    multiprocess_mode="mostrecent",
+)
 DEADMAN_SILENCE: Final = Gauge(
     "fulcrum_deadman_silence_seconds",
     "Seconds since the shedding loop last completed a tick (or since control was taken), as "

@@ -448,6 +448,9 @@ class PulsarConnection(models.Model):
     # Pulsar's own balancing found back on while Fulcrum holds control ({"at", "keys", "why"}):
     # the executor is stopped until an admin re-asserts control or releases it.
     conflict = models.JSONField(default=dict, blank=True)
+    # When the pass under way started (later than observed_at while one runs): a slow or stuck
+    # observation is shown as running, not only as an old "Observed" time.
+    pass_started_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -510,6 +513,11 @@ class PulsarMove(models.Model):
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     outcome = models.CharField(max_length=12, choices=Outcome.choices, blank=True, default="")
     outcome_reason = models.TextField(blank=True, default="")
+    # Sends tried: a send that never reached Pulsar is tried again, up to MAX_SEND_ATTEMPTS.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    # The HTTP status of the last send's answer (0: none came; 2xx accepted). A 5xx answered
+    # while the bundle stays on its source means Pulsar did nothing: sent again, bounded.
+    last_status = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -537,4 +545,5 @@ class PulsarMove(models.Model):
             "state": self.state,
             "outcome": self.outcome,
             "outcomeReason": self.outcome_reason,
+            "attempts": self.attempts,
         }

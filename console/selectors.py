@@ -1271,6 +1271,7 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
                 "controlledAt": c.controlled_at.isoformat() if c.controlled_at else None,
                 "handedBack": c.handed_back,
                 "conflict": c.conflict,
+                "trouble": pulsar_trouble(c) if c.is_attached else [],
             }
         )
         if c.is_attached:
@@ -1291,6 +1292,75 @@ def pulsar_status(moves: int = 50) -> dict[str, Any]:
         "observeS": settings.FULCRUM_PULSAR_OBSERVE_S,
         "moves": rows,
     }
+
+
+def pulsar_trouble(
+    connection: PulsarConnection, now: datetime | None = None
+) -> list[dict[str, str]]:
+    """What is wrong with observing and acting on the attached cluster, for the Pulsar page:
+    ``[{"kind", "text"}]`` with kind "no-observation" (none completed for two periods), "slow"
+    (the last pass took longer than its period), "failing-calls" (admin calls failed in the
+    last pass), "late-moves" (moves waiting longer than ``executor.move_expected_s``); each
+    text names the brokers, calls and seconds."""
+    from console.services.executor import moves_late
+
+    now = now or datetime.now(UTC)
+    period = settings.FULCRUM_PULSAR_OBSERVE_S
+    o = connection.observation or {}
+    trouble: list[dict[str, str]] = []
+    calls = o.get("calls") or {}
+    rows = [r for r in calls.get("byCall") or [] if isinstance(r, dict)]
+    slowest = sorted(rows, key=lambda r: -float(r.get("slowestS", 0)))[:3]
+    said_slowest = ", ".join(
+        f"{r.get('call')} on {r.get('broker')} {float(r.get('slowestS', 0)):.1f} s" for r in slowest
+    )
+    running = connection.pass_started_at and (
+        connection.observed_at is None or connection.pass_started_at > connection.observed_at
+    )
+    age = (now - connection.observed_at).total_seconds() if connection.observed_at else None
+    if (age is None and running) or (age is not None and age > 2 * period):
+        text = (
+            f"No observation has completed for {age:.0f} s"
+            if age is not None
+            else "No observation has completed yet"
+        ) + f" (one is due every {period:.0f} s)"
+        if running and connection.pass_started_at:
+            under_way = (now - connection.pass_started_at).total_seconds()
+            text += f"; the pass under way started {under_way:.0f} s ago"
+        else:
+            text += "; no pass is under way: is a Celery worker consuming the pulsar queue?"
+        trouble.append({"kind": "no-observation", "text": text})
+    took = o.get("durationS")
+    if isinstance(took, (int, float)) and took > period:
+        trouble.append(
+            {
+                "kind": "slow",
+                "text": f"The last observation took {took:.1f} s, longer than its {period:.0f} s "
+                f"period" + (f"; slowest calls: {said_slowest}" if said_slowest else ""),
+            }
+        )
+    failed, total = int(calls.get("failed") or 0), int(calls.get("total") or 0)
+    window = [w for w in calls.get("window") or [] if isinstance(w, list) and len(w) == 2]
+    failed_w, total_w = sum(int(w[1]) for w in window), sum(int(w[0]) for w in window)
+    if failed or failed_w:
+        failing = [r for r in rows if r.get("failed")][:3]
+        named = "; ".join(
+            f"{r.get('call')} on {r.get('broker')}: {r.get('failed')} of {r.get('calls')}"
+            f" (last {r.get('lastFailure')})"
+            for r in failing
+        )
+        text = f"{failed} of {total} admin calls failed in the last observation"
+        if total:
+            text += f" ({100 * failed / total:.0f} %)"
+        if len(window) > 1 and total_w:
+            text += (
+                f"; {failed_w} of {total_w} ({100 * failed_w / total_w:.0f} %) over the last "
+                f"{len(window)} passes"
+            )
+        trouble.append({"kind": "failing-calls", "text": text + (f": {named}" if named else "")})
+    for late in moves_late(connection, now=now, observe_s=period):
+        trouble.append({"kind": "late-moves", "text": late[0].upper() + late[1:]})
+    return trouble
 
 
 def pulsar_conflict_get() -> dict[str, Any] | None:

@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 from urllib.parse import quote, urljoin, urlsplit
 
@@ -64,12 +65,70 @@ class UnknownBrokerUrl(Exception):
 
 
 class PulsarAdminError(Exception):
-    """A refused or failed admin call: ``status`` (HTTP; 0 when the broker was not reached),
-    ``reason`` (Pulsar's, or the transport's), ``method`` and ``url``."""
+    """A refused or failed admin call: ``status`` (HTTP; 0 when no answer came), ``reason``
+    (Pulsar's, or the transport's), ``method`` and ``url``. ``reached`` is False only when the
+    call certainly never reached a broker that could act on it (no connection could be opened,
+    no token, an https URL not known): such a call may be sent again without doing anything
+    twice. A timeout, a dropped connection or a 5xx may have been acted on: ``reached``."""
 
-    def __init__(self, status: int, reason: str, method: str, url: str) -> None:
+    def __init__(
+        self, status: int, reason: str, method: str, url: str, *, reached: bool = True
+    ) -> None:
         super().__init__(f"{method} {url}: {status or 'unreachable'} {reason}")
         self.status, self.reason, self.method, self.url = status, reason, method, url
+        self.reached = reached
+
+
+# httpx errors raised before a request was written: nothing reached a broker.
+NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.InvalidURL)
+
+# Admin call names (as PULSAR_ADMIN.md numbers them), by the path they call: what the Pulsar
+# page and /metrics group calls by. First match wins.
+_CALLS: Final = tuple(
+    (re.compile(pattern), name)
+    for pattern, name in (
+        (r"/unload$", "A1 unload"),
+        (r"/split$", "A2 split"),
+        (r"^/admin/v2/clusters/[^/]+/failureDomains", "E5 failure domains"),
+        (r"^/admin/v2/clusters", "E1 clusters"),
+        (r"^/admin/v2/brokers/leaderBroker", "E3 leader"),
+        (r"/ownedNamespaces$", "E4 owned bundles"),
+        (r"^/admin/v2/brokers/configuration/runtime", "E17 runtime configuration"),
+        (r"^/admin/v2/brokers/configuration/values", "E16 dynamic overrides"),
+        (r"^/admin/v2/brokers/configuration/", "E18/E19 set dynamic configuration"),
+        (r"^/admin/v2/brokers/configuration$", "E15 dynamic configuration names"),
+        (r"^/admin/v2/brokers/", "E2 brokers"),
+        (r"^/admin/v2/tenants", "E6 tenants"),
+        (r"/bundles$", "E8 bundle boundaries"),
+        (r"/antiAffinity$", "E9 anti-affinity group"),
+        (r"^/admin/v2/namespaces/[^/]+$", "E7 namespaces"),
+        (r"^/admin/v2/broker-stats/load-report", "E11 load report"),
+        (r"^/admin/v2/broker-stats/topics", "E12 topic stats"),
+        (r"^/metrics", "E14 metrics"),
+    )
+)
+
+
+def call_name(path: str) -> str:
+    """The admin call ``path`` makes, as PULSAR_ADMIN.md names it (``"E4 owned bundles"``);
+    ``"other"`` for a path not listed."""
+    for pattern, name in _CALLS:
+        if pattern.search(path):
+            return name
+    return "other"
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One admin call as made: ``broker`` (the ``host:port`` that answered or failed),
+    ``call`` (``call_name``), ``result`` ("ok", "4xx", "5xx", "timeout", "unreachable"),
+    ``seconds`` (wall time, redirects and a token renewal included), ``reason`` (a failure's)."""
+
+    broker: str
+    call: str
+    result: str
+    seconds: float
+    reason: str = ""
 
 
 def error_reason(response: httpx.Response) -> str:
@@ -168,6 +227,9 @@ class PulsarAdmin:
         self._learned = threading.Lock()
         self._counted = threading.Lock()
         self.calls = 0  # HTTP requests sent (each redirect hop counts), for the Pulsar page
+        # Every call made (``request``), with its result and time, for the Pulsar page and
+        # /metrics; the caller reads and clears it (``calls_taken``).
+        self.call_log: list[CallRecord] = []
         self.verify = tls_context(tls_ca_file, tls_cert_file, tls_key_file)
         self._secure = urlsplit(self.service_url).scheme == "https"
         self._client = httpx.Client(
@@ -229,6 +291,12 @@ class PulsarAdmin:
         with self._learned:
             self.broker_urls[broker_id] = f"{parts.scheme}://{parts.netloc}"
 
+    def calls_taken(self) -> list[CallRecord]:
+        """The calls recorded since the last time, and forget them."""
+        with self._counted:
+            taken, self.call_log = self.call_log, []
+        return taken
+
     def _authorization(self, method: str, url: str) -> dict[str, str]:
         if self.auth is None:
             return {}
@@ -236,7 +304,7 @@ class PulsarAdmin:
             token = self.auth.token()
         except AuthError as exc:
             raise PulsarAdminError(
-                0, f"{self.auth.description}: {exc.message}", method, url
+                0, f"{self.auth.description}: {exc.message}", method, url, reached=False
             ) from None
         if not token:
             return {}
@@ -265,6 +333,44 @@ class PulsarAdmin:
                 too many redirects, a redirect without ``Location``, a broker that could not be
                 reached, a broker whose https URL is not known, or no token to be had.
         """
+        started = time.monotonic()
+        try:
+            response = self._request(
+                method, path, params, json_body, broker, act=act, empty_json=empty_json
+            )
+        except PulsarAdminError as exc:
+            if exc.status >= 500:
+                result = "5xx"
+            elif exc.status >= 400:
+                result = "4xx"
+            elif exc.reached and "Timeout" in exc.reason:
+                result = "timeout"
+            else:
+                result = "unreachable" if not exc.reached else "no answer"
+            self._record(exc.url, path, result, started, exc.reason)
+            raise
+        self._record(str(response.url), path, "ok", started)
+        return response
+
+    def _record(self, url: str, path: str, result: str, started: float, reason: str = "") -> None:
+        netloc = urlsplit(url).netloc or url.split("/", 1)[0]
+        record = CallRecord(
+            netloc, call_name(path), result, time.monotonic() - started, reason[:300]
+        )
+        with self._counted:
+            self.call_log.append(record)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        json_body: Any,
+        broker: str | None,
+        *,
+        act: bool,
+        empty_json: bool,
+    ) -> httpx.Response:
         try:
             base = self.broker_url(broker) if broker else self.service_url
         except UnknownBrokerUrl:
@@ -274,11 +380,14 @@ class PulsarAdmin:
                 "redirects to that broker; the id's port is its http port): not guessed",
                 method,
                 f"{broker}{path}",
+                reached=False,
             ) from None
         url = base + path
         if self._secure and urlsplit(url).scheme != "https":
             # Attached over https: the token is never sent in clear to a broker's http URL.
-            raise PulsarAdminError(0, f"refused to send the token over {url}", method, url)
+            raise PulsarAdminError(
+                0, f"refused to send the token over {url}", method, url, reached=False
+            )
         timeout = (
             httpx.Timeout(self.read_timeout_s, read=self.act_timeout_s)
             if act
@@ -315,7 +424,11 @@ class PulsarAdmin:
                 response = self._client.request(
                     method, url, params=params, content=content, headers=headers, timeout=timeout
                 )
-            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            except NOT_SENT as exc:
+                raise PulsarAdminError(
+                    0, f"{type(exc).__name__}: {exc}", method, url, reached=False
+                ) from exc
+            except httpx.HTTPError as exc:  # written, perhaps acted on: the answer was lost
                 raise PulsarAdminError(0, f"{type(exc).__name__}: {exc}", method, url) from exc
             if 300 <= response.status_code < 400 and response.status_code not in REDIRECTS:
                 raise PulsarAdminError(

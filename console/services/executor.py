@@ -22,6 +22,7 @@ from typing import Final
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import F
 
 from balancer import bundles as bundle_ops
 from balancer.errors import BalancerError
@@ -52,6 +53,45 @@ NO_SPLIT: Final = (
 )
 # ExtensibleLoadManagerImpl.splitNamespaceBundleAsync's IllegalStateException, a 500.
 NO_BOUNDARY: Final = re.compile(r"not found under namespace", re.IGNORECASE)
+# A send that certainly never reached Pulsar (no connection, no token) is tried again at the
+# next pass, once its owner is checked again, at most this many sends in all; bounded so that a
+# broker that cannot be reached costs at most three passes, not QUEUED_TTL_S of retries.
+MAX_SEND_ATTEMPTS: Final = 3
+# An act call's own timeout (PulsarAdmin's act_timeout_s default) and a margin: a move still
+# "sending" after this was left by a worker that died mid-call.
+ACT_TIMEOUT_S: Final = 90.0
+
+
+def move_expected_s(move: PulsarMove, observe_s: float) -> float:
+    """How long a move in flight may wait in its state before it is late (s), by the rules
+    that move it on: a queued move is sent at the next pass; a sending one within its call's
+    timeout; a verifying one is settled by the first observation after ``UNOWNED_AFTER_S``
+    at the latest (an unloaded bundle no client looked up). Each plus two passes."""
+    base = {
+        PulsarMove.State.QUEUED: 0.0,
+        PulsarMove.State.SENDING: ACT_TIMEOUT_S,
+        PulsarMove.State.VERIFYING: UNOWNED_AFTER_S,
+    }.get(PulsarMove.State(move.state), 0.0)
+    return base + 2 * observe_s
+
+
+def moves_late(connection: PulsarConnection, *, now: datetime, observe_s: float) -> list[str]:
+    """The moves in flight that waited longer than ``move_expected_s``, each in words with its
+    bundle, brokers, state and times (s), oldest first."""
+    late = []
+    for move in connection.moves.filter(state__in=IN_FLIGHT).order_by("id"):
+        since = move.sent_at if move.state != PulsarMove.State.QUEUED else move.created_at
+        waited = (now - (since or move.created_at)).total_seconds()
+        expected = move_expected_s(move, observe_s)
+        if waited > expected:
+            to = move.destination or ("same broker" if move.kind == "split" else "Pulsar's choice")
+            where = f"{move.source} -> {to}"
+            late.append(
+                f"move #{move.pk} ({move.kind} of {move.bundle}, {where}) has been {move.state} "
+                f"for {waited:.0f} s, expected within {expected:.0f} s"
+                + (f": {move.outcome_reason.rstrip('; ')}" if move.outcome_reason else "")
+            )
+    return late
 
 
 def moves_in_flight(connection: PulsarConnection) -> int:
@@ -202,9 +242,14 @@ def moves_send(
             m
             for m in queued
             if PulsarMove.objects.filter(pk=m.pk, state=PulsarMove.State.QUEUED).update(
-                state=PulsarMove.State.SENDING, sent_at=now, outcome_reason=""
+                state=PulsarMove.State.SENDING,
+                sent_at=now,
+                outcome_reason="",
+                attempts=F("attempts") + 1,
             )
         ]
+    for m in claimed:
+        m.attempts += 1
     owners = _owners([m.bundle for m in claimed])
     sends: list[_Send] = []
     for move in claimed:
@@ -259,6 +304,31 @@ def moves_send(
                     move, PulsarMove.Outcome.NOOP, why, now, expected=(PulsarMove.State.SENDING,)
                 )
                 continue
+            if not result.reached:
+                # Certainly not sent: sent again at the next pass, after the owner check (a
+                # bundle that moved meanwhile is skipped then, so nothing is done twice).
+                if move.attempts < MAX_SEND_ATTEMPTS:
+                    why = (
+                        f"{note}not sent (attempt {move.attempts} of {MAX_SEND_ATTEMPTS}): "
+                        f"{result.reason}; tried again at the next pass, after checking its "
+                        "owner again"
+                    )
+                    PulsarMove.objects.filter(pk=move.pk, state=PulsarMove.State.SENDING).update(
+                        state=PulsarMove.State.QUEUED, outcome_reason=why
+                    )
+                else:
+                    why = (
+                        f"{note}never reached Pulsar in {MAX_SEND_ATTEMPTS} attempts: "
+                        f"{result.reason}"
+                    )
+                    _finish(
+                        move,
+                        PulsarMove.Outcome.FAILED,
+                        why,
+                        now,
+                        expected=(PulsarMove.State.SENDING,),
+                    )
+                continue
             if 400 <= result.status < 500:
                 why = f"{note}Pulsar refused it (HTTP {result.status}): {result.reason}"
                 _finish(
@@ -267,8 +337,9 @@ def moves_send(
                 continue
             status = f"HTTP {result.status}" if result.status else "no answer"
             note += f"Pulsar's answer was lost ({status}: {result.reason}); "
+        answered = result.status if isinstance(result, PulsarAdminError) else 200
         sent += PulsarMove.objects.filter(pk=move.pk, state=PulsarMove.State.SENDING).update(
-            state=PulsarMove.State.VERIFYING, outcome_reason=note
+            state=PulsarMove.State.VERIFYING, outcome_reason=note, last_status=answered
         )
     return sent
 
@@ -292,7 +363,7 @@ def _expire(connection: PulsarConnection, now: datetime) -> None:
 def _unstick(connection: PulsarConnection, now: datetime, act_timeout_s: float) -> None:
     """A move left in SENDING (its worker died mid-call) longer than an act call can take is
     verified by observing: Pulsar may have done it."""
-    limit = now - timedelta(seconds=act_timeout_s + 30)
+    limit = now - timedelta(seconds=act_timeout_s + 30)  # ACT_TIMEOUT_S + 30 by default
     connection.moves.filter(state=PulsarMove.State.SENDING, sent_at__lt=limit).update(
         state=PulsarMove.State.VERIFYING,
         outcome_reason="the executor stopped while sending it; ",
@@ -375,6 +446,20 @@ def moves_verify(connection: PulsarConnection, seen: Observation, *, now: dateti
                     now,
                 )
             elif owner == move.source:
+                if move.last_status >= 500 and move.attempts < MAX_SEND_ATTEMPTS:
+                    # Pulsar answered (an unload answers once done or failed) and the bundle
+                    # is still on its source: nothing was done. Sent again, after the owner
+                    # check, instead of waiting STILL_ON_SOURCE_S to call it failed.
+                    why = (
+                        f"Pulsar answered HTTP {move.last_status} and the bundle was still on "
+                        f"{owner}, its source, {after}: nothing was done (attempt "
+                        f"{move.attempts} of {MAX_SEND_ATTEMPTS}); tried again at the next "
+                        "send, after checking its owner again"
+                    )
+                    PulsarMove.objects.filter(pk=move.pk, state=PulsarMove.State.VERIFYING).update(
+                        state=PulsarMove.State.QUEUED, outcome_reason=why
+                    )
+                    continue
                 if waited < STILL_ON_SOURCE_S:
                     continue
                 _finish(

@@ -9,6 +9,7 @@ import itertools
 import json
 import logging
 import os
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,7 +17,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from console import loadstore, realtime, selectors
+from console import loadstore, metrics, realtime, selectors
 from console.access import actor_check
 from console.models import (
     AuditEvent,
@@ -30,7 +31,7 @@ from console.models import (
     PulsarMove,
     Tenant,
 )
-from console.pulsar.admin import PulsarAdmin, PulsarAdminError
+from console.pulsar.admin import CallRecord, PulsarAdmin, PulsarAdminError
 from console.pulsar.observe import (
     Observation,
     ObservationError,
@@ -389,42 +390,116 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
         except ConsoleError as exc:
             _failed(connection, now, exc.message)
             return None
-        with admin:
-            cache = _caches.setdefault(
-                connection.pk, ObserveCache(usage_max_age_s=settings.FULCRUM_BROKER_TIMEOUT_S)
-            )
-            try:
-                seen = observe(admin, connection.cluster_name or None, cache=cache)
-            except PulsarAdminError as exc:
-                _failed(connection, now, f"{exc.method} {exc.url}: {exc.status} {exc.reason}")
-                raise
-            summary = _summary(seen, pulsar_observation_apply(seen, now=now), admin.calls)
-            summary["verified"] = executor.moves_verify(connection, seen, now=now)
-            # Pulsar's own balancing back on while Fulcrum holds control: the executor stops
-            # before anything is sent (services.control.control_conflict_check).
-            summary["conflict"] = control_conflict_check(connection, seen.lb_config, admin, now)
-            if connection.mode != PulsarConnection.Mode.CONTROL:
-                # Control went back to Pulsar without a release's cancelling them (the
-                # dead-man's): moves still queued are never sent.
-                executor.moves_cancel(
-                    connection, f"Fulcrum no longer controls {connection.name}", now
-                )
-            # Sent after observing: each move is checked against the owners just seen.
-            summary["sent"] = executor.moves_send(
-                connection,
-                admin,
-                now=timezone.now(),
-                version=seen.version,
-                extensible=seen.extensible,
-            )
-            _auto_split_keep_off(connection, admin, seen, now)
+        started = time.monotonic()
+        PulsarConnection.objects.filter(pk=connection.pk).update(pass_started_at=now)
+        failure = None
+        try:
+            summary = _pass(connection, admin, now)
+        except PulsarAdminError as exc:
+            failure = f"{exc.method} {exc.url}: {exc.status} {exc.reason}"
+            raise
+        finally:
+            took = time.monotonic() - started
+            calls = _calls_record(connection, admin.calls_taken(), took)
+            if failure is not None:
+                _failed(connection, now, failure, calls=calls, durationS=round(took, 3))
+    summary["durationS"] = round(took, 3)
+    summary["calls"] = calls
     connection.refresh_from_db(fields=["observation"])
     summary["controlAtStart"] = connection.observation.get("controlAtStart", False)
     connection.observation = summary
     connection.observed_at = now
     connection.save(update_fields=["observation", "observed_at"])
+    metrics.PULSAR_OBSERVED.set(now.timestamp())
+    metrics.PULSAR_MOVES_LATE.set(
+        len(
+            executor.moves_late(
+                connection, now=timezone.now(), observe_s=settings.FULCRUM_PULSAR_OBSERVE_S
+            )
+        )
+    )
     if settings.FULCRUM_PULSAR_TAKE_CONTROL_AT_START and not summary["controlAtStart"]:
         _take_control_at_start(connection, now)
+    return summary
+
+
+# How many passes the failing-call rate on the Pulsar page looks back over.
+CALL_WINDOW_PASSES = 20
+
+
+def _calls_record(
+    connection: PulsarConnection,
+    records: list[CallRecord],
+    took_s: float,
+) -> dict[str, Any]:
+    """Export one pass's admin calls to /metrics and summarise them for the Pulsar page:
+    ``{"total", "failed", "window": [[calls, failed], ...] (the last CALL_WINDOW_PASSES passes,
+    newest last), "byCall": [{"broker", "call", "calls", "failed", "slowestS", "meanS",
+    "lastFailure"}, ...] (failing first, then slowest; at most 20)}``. Durations in seconds."""
+    metrics.PULSAR_OBSERVATION_SECONDS.observe(took_s)
+    groups: dict[tuple[str, str], list[CallRecord]] = {}
+    for record in records:
+        metrics.PULSAR_CALLS.labels(
+            broker=record.broker, call=record.call, result=record.result
+        ).inc()
+        metrics.PULSAR_CALL_SECONDS.labels(call=record.call).observe(record.seconds)
+        groups.setdefault((record.broker, record.call), []).append(record)
+    rows: list[dict[str, Any]] = []
+    for (broker, call), group in groups.items():
+        failures = [r for r in group if r.result != "ok"]
+        rows.append(
+            {
+                "broker": broker,
+                "call": call,
+                "calls": len(group),
+                "failed": len(failures),
+                "slowestS": round(max(r.seconds for r in group), 3),
+                "meanS": round(sum(r.seconds for r in group) / len(group), 3),
+                "lastFailure": f"{failures[-1].result}: {failures[-1].reason}" if failures else "",
+            }
+        )
+    rows.sort(key=lambda r: (-r["failed"], -r["slowestS"]))
+    failed = sum(r["failed"] for r in rows)
+    previous = (
+        PulsarConnection.objects.filter(pk=connection.pk)
+        .values_list("observation", flat=True)
+        .first()
+        or {}
+    )
+    window = [*((previous.get("calls") or {}).get("window") or []), [len(records), failed]]
+    return {
+        "total": len(records),
+        "failed": failed,
+        "window": window[-CALL_WINDOW_PASSES:],
+        "byCall": rows[:20],
+    }
+
+
+def _pass(connection: PulsarConnection, admin: PulsarAdmin, now: datetime) -> dict[str, Any]:
+    """Observe, verify, check control, send: the body of ``pulsar_sync_run``."""
+    with admin:
+        cache = _caches.setdefault(
+            connection.pk, ObserveCache(usage_max_age_s=settings.FULCRUM_BROKER_TIMEOUT_S)
+        )
+        seen = observe(admin, connection.cluster_name or None, cache=cache)
+        summary = _summary(seen, pulsar_observation_apply(seen, now=now), admin.calls)
+        summary["verified"] = executor.moves_verify(connection, seen, now=now)
+        # Pulsar's own balancing back on while Fulcrum holds control: the executor stops
+        # before anything is sent (services.control.control_conflict_check).
+        summary["conflict"] = control_conflict_check(connection, seen.lb_config, admin, now)
+        if connection.mode != PulsarConnection.Mode.CONTROL:
+            # Control went back to Pulsar without a release's cancelling them (the
+            # dead-man's): moves still queued are never sent.
+            executor.moves_cancel(connection, f"Fulcrum no longer controls {connection.name}", now)
+        # Sent after observing: each move is checked against the owners just seen.
+        summary["sent"] = executor.moves_send(
+            connection,
+            admin,
+            now=timezone.now(),
+            version=seen.version,
+            extensible=seen.extensible,
+        )
+        _auto_split_keep_off(connection, admin, seen, now)
     return summary
 
 
@@ -477,9 +552,16 @@ def _take_control_at_start(connection: PulsarConnection, now: datetime) -> None:
         log.warning("could not take control of %s at start: %s", connection.name, exc.message)
 
 
-def _failed(connection: PulsarConnection, now: datetime, why: str) -> None:
-    """The observation failed: said on the connection (the previous state stands)."""
-    connection.observation = {**connection.observation, "failure": why, "failedAt": now.isoformat()}
+def _failed(connection: PulsarConnection, now: datetime, why: str, **extra: Any) -> None:
+    """The observation failed: said on the connection (the previous state stands; ``extra``,
+    e.g. the pass's ``calls``, replaces its keys)."""
+    connection.refresh_from_db(fields=["observation"])
+    connection.observation = {
+        **connection.observation,
+        **extra,
+        "failure": why,
+        "failedAt": now.isoformat(),
+    }
     connection.save(update_fields=["observation"])
     log.warning("Pulsar observation of %s failed: %s", connection.name, why)
 

@@ -1437,6 +1437,17 @@ const Fulcrum = (() => {
         }
         root.appendChild(facts);
         if (o.failure) root.appendChild(el("p", {class: "error"}, `Last observation failed at ${time(o.failedAt)} UTC: ${o.failure}`));
+        const trouble = attached.trouble || [];
+        if (trouble.length) {
+          // Made by the console (selectors.pulsar_trouble): slow or missing observations,
+          // failing admin calls, moves late — each naming the broker and the call.
+          const box = el("div", {class: "warn", id: "trouble"});
+          box.appendChild(el("strong", {}, "Trouble observing or acting on Pulsar"));
+          const ul = el("ul");
+          trouble.forEach((t) => ul.appendChild(el("li", {"data-kind": t.kind}, t.text)));
+          box.appendChild(ul);
+          root.appendChild(box);
+        }
         const conflict = attached.conflict || {};
         if (control && conflict.at) {
           const box = el("div", {class: "error", id: "conflict"});
@@ -1507,7 +1518,8 @@ const Fulcrum = (() => {
       data.moves.forEach((m) => {
         const tr = el("tr", {"data-move": m.id, "data-state": m.state});
         const waited = m.sentAt ? Math.max(0, Math.round((Date.now() - Date.parse(m.sentAt)) / 1000)) : 0;
-        const outcome = m.outcome ? m.outcome : (m.state === "verifying" ? `observing (sent ${waited} s ago)` : "");
+        const outcome = (m.outcome ? m.outcome : (m.state === "verifying" ? `observing (sent ${waited} s ago)` : "")) +
+          (m.attempts > 1 ? ` (${m.attempts} sends)` : "");
         [m.id, time(m.createdAt), m.kind, m.bundle, `${m.source} → ${m.destination || (m.kind === "split" ? "same broker" : "Pulsar's choice")}`,
          m.state, outcome, m.outcomeReason].forEach((v, i) => tr.appendChild(el("td", i === 6 && m.outcome ? {class: `outcome ${m.outcome}`} : {}, String(v ?? ""))));
         body.appendChild(tr);

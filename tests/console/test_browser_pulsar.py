@@ -193,3 +193,43 @@ class TestPulsarPageInBrowser(ChannelsLiveServerTestCase):
             page.goto(f"{self.live_server_url}/")
             expect(page.locator("#pulsar-conflict")).to_have_count(0)
             browser.close()
+
+    def test_an_unreachable_broker_is_named_on_the_page_and_its_move_tried_again(self):
+        from django.utils import timezone
+        from playwright.sync_api import expect, sync_playwright
+
+        from console.services import bundle_unload
+        from console.services.control import control_take
+
+        aside(
+            lambda: control_take(self.connection.pk, actor=None, confirm=True, now=timezone.now())
+        )
+        leader = self.connection.__class__.objects.get().observation["leader"]
+        row = (
+            Bundle.objects.select_related("owner")
+            .exclude(owner=None)
+            .exclude(owner__name__in=[self.cluster.broker_ids[0], leader])
+            .first()
+        )
+        down = row.owner.name
+        destination = next(b for b in self.cluster.broker_ids if b not in (down, leader))
+        # The owner's web server goes away: connections to it are refused.
+        index = self.cluster.broker_ids.index(down)
+        stop([self.servers.pop(index)])
+        root = User.objects.get(username="root")
+        aside(lambda: bundle_unload(row.name, actor=root, destination=destination, force=True))
+        aside(pulsar_sync_run)
+        move = PulsarMove.objects.get()
+        assert (move.state, move.attempts) == ("queued", 1)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+            page = login(browser, self.live_server_url, "root", "s3cret-pass")
+            page.goto(f"{self.live_server_url}/pulsar/")
+            trouble = page.locator("#trouble li[data-kind='failing-calls']")
+            expect(trouble).to_contain_text("admin calls failed in the last observation")
+            expect(trouble).to_contain_text(f"on {down}")
+            expect(trouble).to_contain_text("unreachable")
+            moved = page.locator(f"#moves tbody tr[data-move='{move.pk}']")
+            expect(moved).to_contain_text("not sent (attempt 1 of 3): ConnectError")
+            page.screenshot(path=str(SHOTS / "pulsar-trouble.png"), full_page=True)
+            browser.close()
