@@ -15,16 +15,12 @@ import pytest
 from django.utils import timezone
 
 from console.metrics import exposition
-from tests.console.test_pulsar_executor import (  # noqa: F401 (fixtures)
-    B1,
-    B2,
-    B3,
-    admin_user,
-    moves,
-    name,
-    pulsar,
-    take_control,
-)
+from tests.console import test_pulsar_executor as executor_tests
+from tests.console.test_pulsar_executor import B1, B2, B3, moves, name, take_control
+
+# The fake cluster's fixtures, shared with test_pulsar_executor.
+pulsar = executor_tests.pulsar
+admin_user = executor_tests.admin_user
 
 FIRST = name(0, 0x40000000)
 
