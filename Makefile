@@ -35,11 +35,13 @@ $(BIN)/.installed: pyproject.toml
 
 # The demo: the simulator serves Pulsar's admin REST API, one port per broker from PULSAR_PORT,
 # and Fulcrum is attached to it through its Pulsar connector (a bearer token made for the demo),
-# taking control at start as an admin would on the Pulsar page.
+# taking control at start as an admin would on the Pulsar page, and again by itself when a
+# restarted simulator comes back with Pulsar's own shedding on (FULCRUM_PULSAR_REASSERT).
 run: export FULCRUM_DEMO = 1
 run: export FULCRUM_PULSAR_URL = http://127.0.0.1:$(PULSAR_PORT)
 run: export FULCRUM_PULSAR_OBSERVE_S = 5
 run: export FULCRUM_PULSAR_TAKE_CONTROL_AT_START = 1
+run: export FULCRUM_PULSAR_REASSERT = 1
 # Prometheus' multiprocess mode: every process writes its metrics here; /metrics gathers them.
 run: export PROMETHEUS_MULTIPROC_DIR = $(CURDIR)/var/prometheus
 run: setup

@@ -10,25 +10,29 @@ to a Redis stream that ``history_flush`` folds into ``LoadReport`` rows in batch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
 import threading
+import time
 import uuid
 import zlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import redis
 import redis.asyncio as aredis
 from django.conf import settings
 from django.db import transaction
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 # One row per bundle of a broker's entry. The bundle is named by its namespace's database id
 # and hash range; rates in RATE_FIELDS order (msg/s, msg/s, bytes/s, bytes/s).
@@ -44,6 +48,7 @@ BUNDLE_RECORD = np.dtype(
     ]
 )
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Reports kept in the history stream when nobody folds them (a bounded backlog).
 HISTORY_MAX = 200_000
@@ -79,10 +84,120 @@ _CLIENT_OPTIONS: dict[str, Any] = {
 }
 
 
-@cache
+# Redis unreachable, timing out, or loading its append-only file after a restart.
+UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+# Set by the web's middleware (``console.middleware.store_fallback``) for pages and read APIs:
+# while Redis is away they answer from the last figures this process read, said in a banner.
+# Never set for the tick or ingest: a plan is not made on stale loads.
+_stale_allowed: ContextVar[bool] = ContextVar("fulcrum_stale_allowed", default=False)
+
+
+@dataclass
+class Outage:
+    """This process's view of the store: unreachable since ``since`` (Unix time, s) with
+    ``error``, its figures last read at ``last_read`` (Unix time, s; None: never)."""
+
+    since: float | None = None
+    error: str = ""
+    last_read: float | None = None
+    probed_at: float = 0.0  # when a page last tried Redis during the outage
+
+
+# During an outage, pages try Redis at most this often (s); the others answer from memory.
+PROBE_S = 1.0
+
+
+_outage = Outage()
+_outage_lock = threading.Lock()
+# What this process last read, served while Redis is away (pages only): broker -> entry,
+# broker -> topics, gauge name -> value.
+_last_entries: dict[str, BrokerEntry] = {}
+_last_topics: dict[str, dict[str, list[list[Any]]]] = {}
+_last_gauges: dict[str, dict[str, Any] | None] = {}
+
+
+@contextmanager
+def stale_allowed() -> Iterator[None]:
+    """Within: reads answer from this process's last figures while Redis is away."""
+    token = _stale_allowed.set(True)
+    try:
+        yield
+    finally:
+        _stale_allowed.reset(token)
+
+
+def outage() -> Outage | None:
+    """The store's outage as this process last saw it, None while reads succeed."""
+    with _outage_lock:
+        return (
+            Outage(_outage.since, _outage.error, _outage.last_read, _outage.probed_at)
+            if _outage.since
+            else None
+        )
+
+
+def outage_check() -> Outage | None:
+    """``outage``, after one PING when an outage was seen (so that a banner goes as soon as
+    Redis answers again; within ``stale_allowed`` at most every ``PROBE_S``); no round trip
+    while reads succeed."""
+    if outage() is None:
+        return None
+    with contextlib.suppress(*UNAVAILABLE):
+        _read_or_last(lambda: client().ping(), lambda: None)
+    return outage()
+
+
+def _up() -> None:
+    with _outage_lock:
+        _outage.since, _outage.error, _outage.last_read = None, "", time.time()
+
+
+def _down(exc: BaseException) -> None:
+    with _outage_lock:
+        if _outage.since is None:
+            _outage.since = time.time()
+            log.warning("the live load store (Redis) cannot be reached: %s", exc)
+        _outage.error = f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _read_or_last(read: Callable[[], T], fallback: Callable[[], T]) -> T:
+    """``read()``; while Redis is away, ``fallback()`` where stale figures are allowed (pages:
+    Redis is tried again at most every ``PROBE_S``, the pages in between answer at once), else
+    the error (the tick, ingest)."""
+    stale_ok = _stale_allowed.get()
+    if stale_ok:
+        with _outage_lock:
+            recent = _outage.since is not None and time.time() - _outage.probed_at < PROBE_S
+            if not recent:
+                _outage.probed_at = time.time()
+        if recent:
+            return fallback()
+    try:
+        value = read()
+    except UNAVAILABLE as exc:
+        _down(exc)
+        if stale_ok:
+            return fallback()
+        raise
+    _up()
+    return value
+
+
 def client() -> redis.Redis:
-    """The process's Redis client (a connection pool; safe across forks)."""
-    return redis.Redis.from_url(settings.REDIS_URL, **_CLIENT_OPTIONS)
+    """The process's Redis client (a connection pool; safe across forks). Within
+    ``stale_allowed`` (pages) a client that fails at once, without redis-py's retries with
+    backoff (which would hold a page for seconds while Redis is away)."""
+    return _client(settings.REDIS_URL, fail_fast=_stale_allowed.get())
+
+
+@cache
+def _client(url: str, *, fail_fast: bool) -> redis.Redis:
+    if fail_fast:
+        return redis.Redis.from_url(
+            url, **{**_CLIENT_OPTIONS, "socket_connect_timeout": 1}, retry=Retry(NoBackoff(), 0)
+        )
+    return redis.Redis.from_url(url, **_CLIENT_OPTIONS)
 
 
 def _key(broker: str) -> str:
@@ -101,22 +216,26 @@ def topics_get(brokers: list[str]) -> dict[str, dict[str, list[list[Any]]]]:
     """The topics the newest report of each of ``brokers`` listed, in one round trip: broker ->
     bundle name -> [[topic, hash, msg/s in+out, bytes/s in+out], ...]; a broker whose report
     listed none is absent, and an entry that does not decode is left out (and logged)."""
-    pipe = client().pipeline(transaction=False)
-    for name in brokers:
-        pipe.get(_topics_key(name))
-    out = {}
-    for name, raw in zip(brokers, pipe.execute(), strict=True):
-        if not raw:
-            continue
-        try:
-            found = json.loads(raw)
-        except ValueError:
-            found = None
-        if isinstance(found, dict):
-            out[name] = found
-        else:
-            log.warning("skipping %s's damaged topic list in the live load store", name)
-    return out
+
+    def read() -> dict[str, dict[str, list[list[Any]]]]:
+        pipe = client().pipeline(transaction=False)
+        for name in brokers:
+            pipe.get(_topics_key(name))
+        out = {}
+        for name, raw in zip(brokers, pipe.execute(), strict=True):
+            if not raw:
+                continue
+            try:
+                found = json.loads(raw)
+            except ValueError:
+                found = None
+            if isinstance(found, dict):
+                out[name] = _last_topics[name] = found
+            else:
+                log.warning("skipping %s's damaged topic list in the live load store", name)
+        return out
+
+    return _read_or_last(read, lambda: {b: _last_topics[b] for b in brokers if b in _last_topics})
 
 
 def entry_get(broker: str) -> BrokerEntry | None:
@@ -126,16 +245,21 @@ def entry_get(broker: str) -> BrokerEntry | None:
 
 
 def entries_get(brokers: list[str]) -> dict[str, BrokerEntry]:
-    """The entries of ``brokers`` that reported, in one round trip."""
-    pipe = client().pipeline(transaction=False)
-    for name in brokers:
-        pipe.hgetall(_key(name))
-    out = {}
-    for name, raw in zip(brokers, pipe.execute(), strict=True):
-        entry = _entry(raw)
-        if entry is not None:
-            out[name] = entry
-    return out
+    """The entries of ``brokers`` that reported, in one round trip (within ``stale_allowed``,
+    while Redis is away: the entries this process read last)."""
+
+    def read() -> dict[str, BrokerEntry]:
+        pipe = client().pipeline(transaction=False)
+        for name in brokers:
+            pipe.hgetall(_key(name))
+        out = {}
+        for name, raw in zip(brokers, pipe.execute(), strict=True):
+            entry = _entry(raw)
+            if entry is not None:
+                out[name] = _last_entries[name] = entry
+        return out
+
+    return _read_or_last(read, lambda: {b: _last_entries[b] for b in brokers if b in _last_entries})
 
 
 def _entry(raw: Any) -> BrokerEntry | None:
@@ -417,13 +541,19 @@ def gauge_put(name: str, value: dict[str, Any]) -> None:
 
 
 def gauge_get(name: str) -> dict[str, Any] | None:
-    """A figure kept by ``gauge_put``; None when there is none or it does not decode."""
-    raw: Any = client().get(f"{settings.FULCRUM_LOAD_STORE_PREFIX}gauge:{name}")
-    try:
-        found = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) else None
+    """A figure kept by ``gauge_put``; None when there is none or it does not decode (within
+    ``stale_allowed``, while Redis is away: the one this process read last)."""
+
+    def read() -> dict[str, Any] | None:
+        raw: Any = client().get(f"{settings.FULCRUM_LOAD_STORE_PREFIX}gauge:{name}")
+        try:
+            found = json.loads(raw) if raw else None
+        except ValueError:
+            found = None
+        _last_gauges[name] = found if isinstance(found, dict) else None
+        return _last_gauges[name]
+
+    return _read_or_last(read, lambda: _last_gauges.get(name))
 
 
 def _published_key() -> str:

@@ -1,16 +1,19 @@
-"""Requests refused before any view: a body announced over Django's upload limit (413), a NUL
-character in the path or the query string (no
-name, filter or token of Fulcrum has one, and PostgreSQL text cannot hold one: it would be a
-500 deep in a query instead of a 400 here)."""
+"""What every request goes through before a view: refused early — a NUL character in the path
+or the query string (no name, filter or token of Fulcrum has one, and PostgreSQL text cannot
+hold one: it would be a 500 deep in a query instead of a 400 here), a body over its limit
+(413), an API body that is not one strict JSON object (400/415) — and reads that answer from
+the last figures while the live load store is away."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from console import loadstore
 from console.api.errors import console_error_body
 from console.services.bodies import OPERATOR_BODY_MAX_BYTES, body_size_check, json_object
 from console.services.errors import ConsoleError
@@ -96,5 +99,27 @@ def json_checked(
         except ConsoleError as error:
             return JsonResponse(console_error_body(error), status=error.status)
         return get_response(request)
+
+    return middleware
+
+
+def store_fallback(
+    get_response: Callable[[HttpRequest], HttpResponse],
+) -> Callable[..., HttpResponse]:
+    """Reads (GET, HEAD) answer while the live load store (Redis) is away: from the last
+    figures this process read (``loadstore.stale_allowed``), pages with a banner
+    (``context_processors.store_outage``), every response with ``X-Fulcrum-Stale`` saying since
+    when. Writes are not covered: they fail as they would."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        if request.method not in ("GET", "HEAD"):
+            return get_response(request)
+        with loadstore.stale_allowed():
+            response = get_response(request)
+        found = loadstore.outage()
+        if found is not None and found.since is not None:
+            since = datetime.fromtimestamp(found.since, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            response["X-Fulcrum-Stale"] = f"live load store unreachable since {since}"
+        return response
 
     return middleware

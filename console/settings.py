@@ -70,6 +70,7 @@ MIDDLEWARE = [
     "console.middleware.nul_refused",
     "console.middleware.body_limited",
     "console.middleware.json_checked",
+    "console.middleware.store_fallback",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -104,6 +105,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "console.access.role",
                 "console.context_processors.pulsar_conflict",
+                "console.context_processors.store_outage",
             ]
         },
     }

@@ -67,6 +67,7 @@ class Stack:
     pulsar_port: int
     base: str
     logs: Path
+    redis: subprocess.Popen[bytes] | None = None  # the fixture's private Redis
 
     def said(self) -> str:
         """The end of every process log, for a failure's message."""
@@ -127,11 +128,17 @@ def stack(tmp_path):
         )
     try:
         yield Stack(
-            env, database, pulsar_port, f"http://127.0.0.1:{pulsar_port}", tmp_path / "logs"
+            env,
+            database,
+            pulsar_port,
+            f"http://127.0.0.1:{pulsar_port}",
+            tmp_path / "logs",
+            redis,
         )
     finally:
-        redis.terminate()
-        redis.wait(timeout=10)
+        if redis.poll() is None:
+            redis.terminate()
+            redis.wait(timeout=10)
 
 
 def _celery_worker(root: int) -> int:
