@@ -1,12 +1,14 @@
 """The whole ``make run`` stack under honcho (every Procfile line: Redis, web, worker, beat, the
-dead-man, the simulated Pulsar), each program under ``keep-running``: Redis is killed with
-SIGKILL five times in a row while pages are polled (issue 23, item 3). Every page must answer
-200 throughout (from the last figures, with a banner, while Redis is away) and be back without
-the banner within 5 s of each kill; no process is lost; the loop ticks again afterwards."""
+dead-man, the simulated Pulsar), each program under ``keep-running``, while pages are polled
+without pause: Redis killed with SIGKILL five times in a row, then the worker, then the
+simulator (issue 23, item 3 and its "done when"). Every page must answer 200 throughout (from
+the last figures, with a banner, while Redis is away) and be back without the banner within 5 s
+of each kill; no process is lost; after each fault Fulcrum observes, ticks and holds control
+again; no move is lost or sent twice. Prints the fault table."""
 
 from __future__ import annotations
 
-import itertools
+import collections
 import os
 import re
 import signal
@@ -15,14 +17,14 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 
 from tests import test_deadman_stack as deadman_tests
 from tests.support import free_port, process_tree, wait_for_port
-from tests.test_deadman_stack import ROOT, Stack, _stop, _ticks
+from tests.test_deadman_stack import ROOT, Stack, _config, _newest, _stop
 
 stack = deadman_tests.stack  # the fixture: make run's environment on private ports and files
 
@@ -91,7 +93,77 @@ class Poller(threading.Thread):
             time.sleep(0.05)
 
 
-def test_redis_killed_five_times_under_load_loses_no_process_and_no_page(stack, tmp_path):
+def _observed_after(database: Path, at: datetime) -> bool:
+    """A Pulsar pass that started after ``at`` completed."""
+    found = _newest(database, "select max(observed_at) from console_pulsarconnection")
+    return found is not None and found > at
+
+
+def _ticked_after(database: Path, at: datetime) -> bool:
+    found = _newest(database, "select max(at) from console_clustersample")
+    return found is not None and found > at
+
+
+def _in_control(base: str) -> bool:
+    try:
+        values, effective = _config(base)
+    except (httpx.HTTPError, ValueError):
+        return False
+    return values.get("loadBalancerSheddingEnabled") == "false" and effective == "false"
+
+
+def _pages_clean_since(poller: Poller, at: float) -> float | None:
+    """When every page last became clean (200, not stale) after ``at`` and has answered so
+    since, each at least once (monotonic s); None while not."""
+    after = [s for s in poller.seen if s[0] > at]
+    dirty = [s[0] for s in after if s[2] != 200 or s[3]]
+    clean_since = max(dirty, default=at)
+    fresh = {s[1] for s in after if s[0] > clean_since}
+    return clean_since if fresh == set(PAGES) else None
+
+
+def _fault(
+    stack: Stack, honcho: subprocess.Popen[bytes], poller: Poller, program: str
+) -> tuple[float, float, float]:
+    """SIGKILL ``program`` (its pid, not keep-running's); wait until Fulcrum sees the cluster
+    again and has recovered. Returns, in s from the kill: time blind (to the first Pulsar
+    observation started after it), pages back (to every page answering 200 without the stale
+    header since), time to recover (to all of: the program started again, a tick after the
+    kill, Fulcrum in control of Pulsar, pages back)."""
+    before = _programs(honcho.pid)[program]
+    os.kill(before, signal.SIGKILL)
+    killed, killed_at = time.monotonic(), datetime.now(UTC)
+    blind = None
+    while True:
+        assert time.monotonic() < killed + 90, f"{program}: not back\n" + stack.said()
+        time.sleep(0.2)
+        now = time.monotonic() - killed
+        if blind is None and _observed_after(stack.database, killed_at):
+            blind = now
+        if (
+            blind is not None
+            and _programs(honcho.pid).get(program, before) != before
+            and _ticked_after(stack.database, killed_at)
+            and _in_control(stack.base)
+            and (clean := _pages_clean_since(poller, killed)) is not None
+        ):
+            return blind, clean - killed, now
+
+
+def _sends(said: str) -> collections.Counter[str]:
+    """How many unloads reached the simulated Pulsar, by bundle (its log: routes._unload)."""
+    found = re.findall(
+        r"(?:unloaded (\S+) from|namespace bundle (\S+) is not owned by any broker)", said
+    )
+    return collections.Counter(a or b for a, b in found)
+
+
+def test_make_run_survives_kill_9_of_redis_the_worker_and_the_simulator(stack, tmp_path):
+    """The whole make run stack under honcho, as make run starts it (FULCRUM_PULSAR_REASSERT
+    on), in control of the simulated Pulsar, pages polled without pause: Redis killed five times
+    in a row, then the worker, then the simulator. Every page answers 200 throughout and is
+    clean within 5 s of each Redis kill; no process is lost; after each fault Fulcrum observes,
+    ticks and holds control again; no move is lost (failed, or left in flight) or sent twice."""
     stack.redis.terminate()  # the stack runs its own, under keep-running, as make run does
     stack.redis.wait(timeout=10)
     redis_port = int(stack.env["REDIS_URL"].rsplit(":", 1)[1].split("/")[0])
@@ -103,6 +175,7 @@ def test_redis_killed_five_times_under_load_loses_no_process_and_no_page(stack, 
         "WEB_WORKERS": "1",
         "FULCRUM_PULSAR_OBSERVE_S": "5",
         "FULCRUM_TICK_INTERVAL_S": "5",
+        "FULCRUM_PULSAR_REASSERT": "1",
     }
     honcho = subprocess.Popen(
         [str(Path(sys.executable).parent / "honcho"), "start"],
@@ -122,66 +195,47 @@ def test_redis_killed_five_times_under_load_loses_no_process_and_no_page(stack, 
         time.sleep(2)
         started = _programs(honcho.pid)
         assert set(started) == {"redis", "web", "worker", "beat", "deadman", "simulator"}, started
-        backs = []
-        first_kill = time.time()
-        for _ in range(KILLS):
-            os.kill(_programs(honcho.pid)["redis"], signal.SIGKILL)
-            killed = time.monotonic()
-            # Back: every page answered 200 without the stale header after some moment, and
-            # has kept doing so for a full round.
-            while True:
-                time.sleep(0.2)
-                assert time.monotonic() < killed + 30, "pages not back\n" + stack.said()
-                after = [s for s in poller.seen if s[0] > killed]
-                dirty = [s[0] for s in after if s[2] != 200 or s[3]]
-                clean_since = max(dirty, default=killed)
-                fresh = {s[1] for s in after if s[0] > clean_since}
-                if fresh == set(PAGES) and any(s[3] for s in after):
-                    backs.append(clean_since - killed)
-                    break
-                if fresh == set(PAGES) and time.monotonic() > killed + 3:
-                    backs.append(0.0)  # never seen stale: back before any page noticed
-                    break
-            time.sleep(3)
-        ticks = _ticks(stack.database)
-        deadline = time.monotonic() + 30
-        while _ticks(stack.database) <= ticks:
-            assert time.monotonic() < deadline, "the loop did not tick again\n" + stack.said()
-            time.sleep(0.5)
+        table = [
+            (f"redis ({i + 1})", *_fault(stack, honcho, poller, "redis")) for i in range(KILLS)
+        ]
+        table.append(("worker", *_fault(stack, honcho, poller, "worker")))
+        table.append(("simulator", *_fault(stack, honcho, poller, "simulator")))
         poller.stopping.set()
         poller.join(timeout=15)
         failures = [s for s in poller.seen if s[2] != 200]
         assert failures == [], failures[:10]
+        assert any(s[3] for s in poller.seen)  # some answered from the last figures
         assert honcho.poll() is None, stack.said()
         assert set(_programs(honcho.pid)) == set(started)
-        print(
-            f"{len(poller.seen)} page answers, none failed; back after each of {KILLS} Redis "
-            f"kills in {', '.join(f'{b:.1f}' for b in backs)} s; the worker started again "
-            f"{_restarts(stack)} time(s)"
-        )
-        assert max(backs) <= BACK_WITHIN_S, backs
-        with sqlite3.connect(stack.database) as db:
-            stuck = db.execute(
-                "select count(*) from console_pulsarmove where state = 'sending'"
-            ).fetchone()[0]
-            outcomes = dict(
-                db.execute("select outcome, count(*) from console_pulsarmove group by outcome")
-            )
-            ticks_at = [
-                datetime.fromisoformat(at).timestamp()
-                for (at,) in db.execute("select at from console_clustersample order by at")
-            ]
-        gaps = [b - a for a, b in itertools.pairwise(t for t in ticks_at if t >= first_kill)]
-        print(f"moves by outcome: {outcomes}; longest gap between ticks: {max(gaps):.1f} s")
-        # A pass may be sending right now; none is left sending once it ends.
+        # Moves: none failed, none left sending once its pass ends (a verifying move waits for
+        # Pulsar to place the bundle, up to UNOWNED_AFTER_S: a restarted cluster may take its
+        # time; it is still tracked, not lost), and none reached Pulsar more often than Fulcrum
+        # made moves of its bundle.
         deadline = time.monotonic() + 20
-        while stuck:
-            assert time.monotonic() < deadline, "a move stuck in sending\n" + stack.said()
-            time.sleep(0.5)
+        while True:
             with sqlite3.connect(stack.database) as db:
-                stuck = db.execute(
-                    "select count(*) from console_pulsarmove where state = 'sending'"
-                ).fetchone()[0]
+                moves = db.execute(
+                    "select bundle, kind, state, outcome, attempts from console_pulsarmove"
+                ).fetchall()
+            if all(m[2] != "sending" for m in moves) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        lost = [m for m in moves if m[3] == "failed" or m[2] == "sending"]
+        made = collections.Counter(m[0] for m in moves if m[1] == "unload" and m[4] > 0)
+        sends = _sends((stack.logs / "honcho.log").read_text())
+        twice = {b: n for b, n in sends.items() if n > made[b]}
+        print(
+            f"\n{len(poller.seen)} page answers, none failed; the worker started again "
+            f"{_restarts(stack)} time(s) by keep-running; moves: "
+            f"{dict(collections.Counter(m[3] or m[2] for m in moves))}"
+        )
+        print("fault (SIGKILL) | time blind (s) | pages back (s) | time to recover (s)")
+        for row in table:
+            print(" | ".join([row[0], *(f"{x:.1f}" for x in row[1:])]))
+        print(f"moves lost: {len(lost)}; sent twice: {len(twice)}")
+        assert max(row[2] for row in table) <= BACK_WITHIN_S, table
+        assert lost == [], lost
+        assert twice == {}, (twice, made)
     finally:
         if poller is not None:
             poller.stopping.set()
