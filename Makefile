@@ -71,7 +71,7 @@ test: setup
 	 echo "== the console's tests again on PostgreSQL" && \
 	 scripts/pg-private start var/pg-test $(TEST_PG_PORT) && \
 	 DATABASE_URL=postgres://fulcrum@127.0.0.1:$(TEST_PG_PORT)/fulcrum \
-	   $(BIN)/pytest tests/console -m "not spark" -p no:cacheprovider $(PYTEST_ARGS)
+	   $(BIN)/pytest tests/console -m "not spark and not browser" -p no:cacheprovider $(PYTEST_ARGS)
 
 # Fulcrum against a real Apache Pulsar in containers (apachepulsar/pulsar, 3.x and 4.x, both load
 # managers): skipped, saying why, where no container runtime answers (docker info).
