@@ -43,7 +43,7 @@ def _alone(name: str, ttl_s: float, call: Callable[[], T]) -> T | None:
 def load_reports_fold() -> int | None:
     """Fold the live store's new load reports into LoadReport rows (the time series); one fold
     at a time (a stream read twice would be folded twice)."""
-    return _alone("load-reports-fold", 15.0, load_reports_fold_service)
+    return _alone("load-reports-fold", 9.0, load_reports_fold_service)
 
 
 @shared_task(ignore_result=True)

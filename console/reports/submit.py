@@ -24,7 +24,8 @@ from django.utils import timezone
 
 from console import metrics, realtime
 from console.models import ReportRun
-from console.services.leases import lease_held
+from console.services.leases import lease_held, lease_kept
+from console.services.reports import REPORT_RUN_LEASE_S, report_run_lease
 from console.services.shedding import COMPACT_LOCK
 
 JOBS: Final = {
@@ -160,6 +161,13 @@ def report_run_execute(run_id: int) -> ReportRun:
     ):
         return ReportRun.objects.get(pk=run_id)
     run = ReportRun.objects.get(pk=run_id)
+    # Kept while the job runs: a run whose worker dies is marked failed within a minute or
+    # two (services.reports.report_runs_reap), not left "running" for half an hour.
+    with lease_kept(report_run_lease(run_id), REPORT_RUN_LEASE_S):
+        return _run(run)
+
+
+def _run(run: ReportRun) -> ReportRun:
     history_dir = Path(settings.FULCRUM_HISTORY_DIR)
     output_dir = run_dir(run)
     _publish(run)

@@ -11,8 +11,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.access import actor_check
-from console.models import AuditEvent, ReportRun
+from console.models import AuditEvent, ReportRun, TickLock
 from console.services.errors import ConsoleError
+from console.services.leases import lease_held
 
 REPORT_TASK = "console.tasks.report_run"
 # A run may wait this long for a report worker before it is declared lost (no other run can be
@@ -20,6 +21,16 @@ REPORT_TASK = "console.tasks.report_run"
 QUEUED_TIMEOUT_S = 300.0
 # spark-submit's own timeout (console.reports.submit.TIMEOUT_S) plus a margin.
 RUNNING_TIMEOUT_S = 1800.0 + 120.0
+# A running run's sign of life: a lease its worker keeps while the job runs (renewed every
+# third of it, ``console.reports.submit``). A run whose lease lapsed has lost its worker (killed
+# or restarted mid-run: the task is not taken again once running) and is marked failed by the
+# next reap (every 60 s), instead of blocking its kind and the compaction for RUNNING_TIMEOUT_S.
+REPORT_RUN_LEASE_S = 60.0
+
+
+def report_run_lease(run_id: int) -> str:
+    """The name of the lease a run's worker keeps while the run is running."""
+    return f"report-run:{run_id}"
 
 
 def report_runs_reap(*, now: Any = None) -> int:
@@ -53,6 +64,23 @@ def report_runs_reap(*, now: Any = None) -> int:
             finished_at=now,
             reason=f"the run did not finish within {RUNNING_TIMEOUT_S:.0f} s: its worker died",
         )
+    silent = [
+        pk
+        for pk in ReportRun.objects.filter(
+            status=ReportRun.Status.RUNNING,
+            started_at__lt=now - timedelta(seconds=REPORT_RUN_LEASE_S),
+        ).values_list("pk", flat=True)
+        if not lease_held(report_run_lease(pk), now)
+    ]
+    if silent:
+        running += ReportRun.objects.filter(pk__in=silent, status=ReportRun.Status.RUNNING).update(
+            status=ReportRun.Status.FAILED,
+            finished_at=now,
+            reason=f"its worker stopped mid-run (killed or restarted): no sign of life for "
+            f"{REPORT_RUN_LEASE_S:.0f} s; request the run again",
+        )
+    # The leases of ended runs, given back: their rows are not kept.
+    TickLock.objects.filter(name__startswith=report_run_lease(0)[:-1], holder="").delete()
     return queued + running
 
 

@@ -366,3 +366,82 @@ def test_a_job_that_cannot_start_fails_its_run_with_the_reason(cluster, tmp_path
     run = report_run_execute(ReportRun.objects.create(master="local[1]").pk)
     assert run.status == ReportRun.Status.FAILED
     assert run.reason.startswith("the job could not start:")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_job_keeps_its_lease_and_gives_it_back(cluster, tmp_path, settings):
+    """Its worker keeps the run's lease while spark-submit runs (a stand-in that sleeps 2 s and
+    writes nothing), so the reap leaves it running; the lease is given back when it ends."""
+    import threading
+    import time
+
+    from django.utils import timezone
+
+    from console.models import TickLock
+    from console.services.leases import lease_held
+    from console.services.reports import report_run_lease, report_runs_reap
+
+    seed_history()
+    settings.FULCRUM_HISTORY_DIR = tmp_path / "history"
+    settings.FULCRUM_REPORTS_DIR = tmp_path / "out"
+    fake = tmp_path / "spark-submit"
+    fake.write_text("#!/bin/sh\nsleep 2\n")
+    fake.chmod(0o755)
+    settings.SPARK_SUBMIT = str(fake)
+    history_flush()
+    run = ReportRun.objects.create(master="local[1]")
+    ended = []
+    worker = threading.Thread(target=lambda: ended.append(report_run_execute(run.pk)))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not lease_held(report_run_lease(run.pk), timezone.now()):
+        assert time.monotonic() < deadline, "the run's lease was never taken"
+        time.sleep(0.05)
+    # Its start set in the past: the lease alone keeps the reap away.
+    ReportRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(minutes=5))
+    assert report_runs_reap() == 0
+    assert ReportRun.objects.get(pk=run.pk).status == ReportRun.Status.RUNNING
+    worker.join(timeout=30)
+    assert ended[0].status == ReportRun.Status.FAILED
+    assert ended[0].reason == "the job wrote no summary"
+    assert not lease_held(report_run_lease(run.pk), timezone.now())
+    report_runs_reap()
+    assert not TickLock.objects.filter(name=report_run_lease(run.pk)).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_worker_died_is_failed_at_the_next_reap_and_frees_its_kind(cluster, operator):
+    """A run left running with no lease (its worker killed: the lease lapsed) is failed by the
+    next reap, saying why, and a new run of its kind can be requested at once; a run whose
+    lease is still held, or that started within a lease's time, is left running."""
+    from django.utils import timezone
+
+    from console.services.leases import lease_claim
+    from console.services.reports import (
+        REPORT_RUN_LEASE_S,
+        report_run_lease,
+        report_run_request,
+        report_runs_reap,
+    )
+
+    now = timezone.now()
+    old = now - timedelta(seconds=2 * REPORT_RUN_LEASE_S)
+    dead, alive = (
+        ReportRun.objects.create(kind=kind, status=ReportRun.Status.RUNNING, started_at=old)
+        for kind in (ReportRun.Kind.REPORT, ReportRun.Kind.ADVISOR)
+    )
+    assert lease_claim(report_run_lease(alive.pk), "another-worker", now, REPORT_RUN_LEASE_S)
+    young = ReportRun.objects.create(
+        kind=ReportRun.Kind.REPORT, status=ReportRun.Status.RUNNING, started_at=now
+    )
+    assert report_runs_reap() == 1
+    dead.refresh_from_db()
+    assert dead.status == ReportRun.Status.FAILED
+    assert dead.reason == (
+        f"its worker stopped mid-run (killed or restarted): no sign of life for "
+        f"{REPORT_RUN_LEASE_S:.0f} s; request the run again"
+    )
+    assert ReportRun.objects.get(pk=alive.pk).status == ReportRun.Status.RUNNING
+    assert ReportRun.objects.get(pk=young.pk).status == ReportRun.Status.RUNNING
+    ReportRun.objects.filter(pk=young.pk).update(status=ReportRun.Status.SUCCEEDED)
+    assert report_run_request(actor=operator).status == ReportRun.Status.QUEUED
