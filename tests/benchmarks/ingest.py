@@ -1,6 +1,6 @@
 """Load report ingest over HTTP against the real web tier, printed as a Markdown table.
 
-    .venv/bin/python -m tests.benchmarks.ingest [--workers 3] [--brokers 64] [--seconds 10]
+    .venv/bin/python -m tests.benchmarks.ingest [--workers 1] [--brokers 64] [--seconds 10]
         [--concurrency 1 8 32]
 
 Starts a Redis (``redis-server`` on a free port), a throwaway SQLite database with ``--brokers``
@@ -157,7 +157,9 @@ def drive(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument(
+        "--workers", type=int, default=1, help="uvicorn worker processes (make run's WEB_WORKERS)"
+    )
     parser.add_argument("--brokers", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
