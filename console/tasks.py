@@ -31,6 +31,17 @@ def shedding_tick() -> int | None:
     return decision.pk if decision else None
 
 
+# The periodic jobs' leases (s), by the task they guard: each at most two of its beat
+# intervals (fold every 5 s, flush every FULCRUM_HISTORY_FLUSH_S = 60 s, compaction every
+# FULCRUM_HISTORY_COMPACT_S = 3,600 s), so that a worker killed mid-job costs at most one
+# interval of it (tests/console/test_leases.py holds them to it).
+JOB_LEASES_S: dict[str, float] = {
+    "console.tasks.load_reports_fold": 9.0,
+    "console.tasks.history_flush": 60.0,
+    "console.tasks.history_compact": 120.0,
+}
+
+
 def _alone(name: str, ttl_s: float, call: Callable[[], T]) -> T | None:
     """``call`` under the lease ``name``, kept while it runs (``ttl_s``: how long a worker killed
     mid-call keeps the others out), so that one runs at a time whatever the worker's pool and
@@ -43,7 +54,8 @@ def _alone(name: str, ttl_s: float, call: Callable[[], T]) -> T | None:
 def load_reports_fold() -> int | None:
     """Fold the live store's new load reports into LoadReport rows (the time series); one fold
     at a time (a stream read twice would be folded twice)."""
-    return _alone("load-reports-fold", 9.0, load_reports_fold_service)
+    lease = JOB_LEASES_S["console.tasks.load_reports_fold"]
+    return _alone("load-reports-fold", lease, load_reports_fold_service)
 
 
 @shared_task(ignore_result=True)
@@ -59,7 +71,7 @@ def history_flush() -> int | None:
             heap_trim()
         return written
 
-    return _alone("history-flush", 60.0, flush)
+    return _alone("history-flush", JOB_LEASES_S["console.tasks.history_flush"], flush)
 
 
 @shared_task(ignore_result=True)
@@ -75,7 +87,7 @@ def history_compact() -> dict[str, int] | None:
         finally:
             heap_trim()
 
-    return _alone(COMPACT_LOCK, 120.0, compact)
+    return _alone(COMPACT_LOCK, JOB_LEASES_S["console.tasks.history_compact"], compact)
 
 
 @shared_task(ignore_result=True)

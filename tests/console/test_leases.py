@@ -42,3 +42,23 @@ def test_a_holder_that_dies_keeps_the_others_out_for_its_time_to_live_only(trans
         assert time.monotonic() - died < 1.5
         time.sleep(0.05)
     assert time.monotonic() - died <= 0.6 + 0.3  # its time to live, and a renewal period
+
+
+def test_every_periodic_job_s_lease_is_at_most_two_of_its_intervals(settings):
+    """A worker killed mid-job keeps its lease until it expires: each periodic job's lease (the
+    tick, the Pulsar pass, the fold, the flush, the compaction) lasts at most two of its beat
+    intervals, so that the next run after a kill comes within two intervals (issue 23)."""
+    from console.services.pulsar import sync_lease_s
+    from console.services.shedding import TICK_LEASE_S
+    from console.tasks import JOB_LEASES_S
+
+    leases = JOB_LEASES_S | {
+        "console.tasks.shedding_tick": TICK_LEASE_S,
+        "console.tasks.pulsar_sync": sync_lease_s(),
+    }
+    intervals = {
+        entry["task"]: entry["schedule"] for entry in settings.CELERY_BEAT_SCHEDULE.values()
+    }
+    assert set(leases) <= set(intervals), set(leases) - set(intervals)
+    for task, lease in leases.items():
+        assert 0 < lease <= 2 * intervals[task], (task, lease, intervals[task])
