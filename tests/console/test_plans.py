@@ -279,7 +279,13 @@ def test_a_refused_configuration_never_stops_the_loop(cluster, field, value):
 
 
 def test_one_report_run_at_a_time_and_dead_runs_are_failed(cluster, operator, settings):
-    from console.services.reports import report_run_request, report_runs_reap
+    from console.services.leases import lease_claim
+    from console.services.reports import (
+        REPORT_RUN_LEASE_S,
+        report_run_lease,
+        report_run_request,
+        report_runs_reap,
+    )
 
     with mock.patch("console.celery.app.send_task"):
         run = report_run_request(actor=operator)
@@ -291,6 +297,8 @@ def test_one_report_run_at_a_time_and_dead_runs_are_failed(cluster, operator, se
     busy = ReportRun.objects.create(
         master="local", kind="advisor", status="running", started_at=NOW - timedelta(minutes=5)
     )
+    # Its worker keeps the run's lease (console.reports.submit).
+    assert lease_claim(report_run_lease(busy.pk), "a-reports-worker", NOW, REPORT_RUN_LEASE_S)
     assert report_runs_reap(now=NOW) == 0
     ReportRun.objects.filter(pk=busy.pk).update(status="succeeded")
     assert report_runs_reap(now=NOW) == 1
