@@ -7,9 +7,10 @@ shedding off).
   Pulsar's own shedding must be back — the override Fulcrum set removed, the effective value
   true again — within ``FULCRUM_DEADMAN_S`` of the last tick, with the dead-man's audit and
   metric.
-- Under honcho, as ``make run`` runs them, a worker killed with SIGKILL is started again by
-  ``keep-running``: the stack stays up (honcho stops every process when one exits), the loop
-  ticks again, and the dead-man has nothing to do."""
+
+Under honcho, as ``make run`` runs them, a worker killed with SIGKILL mid-pass or mid-tick is
+started again by ``keep-running`` and the stack stays up: ``tests/test_faults_stack.py``, which
+uses this module's fixture."""
 
 from __future__ import annotations
 
@@ -244,62 +245,3 @@ def _newest(database: Path, query: str) -> datetime | None:
     with sqlite3.connect(database) as db:
         value = db.execute(query).fetchone()[0]
     return datetime.fromisoformat(value).replace(tzinfo=UTC) if value else None
-
-
-def _killed_during(stack: Stack, honcho: subprocess.Popen[bytes], lease: str, newest: str) -> float:
-    """Kill the worker while it holds ``lease`` (its work under way); seconds from the kill
-    until ``newest`` (a query for the newest completion time) passes the kill."""
-    deadline = time.monotonic() + 60
-    while not _lease_held(stack.database, lease):
-        assert time.monotonic() < deadline, f"{lease} never held\n" + stack.said()
-        time.sleep(0.05)
-    os.kill(_celery_worker(honcho.pid), signal.SIGKILL)
-    killed, killed_at = time.monotonic(), datetime.now(UTC)
-    while True:
-        done = _newest(stack.database, newest)
-        if done is not None and done > killed_at:
-            return time.monotonic() - killed
-        assert time.monotonic() < killed + 90, f"nothing after killing {lease}\n" + stack.said()
-        time.sleep(0.2)
-
-
-def test_under_honcho_a_worker_killed_mid_pass_or_mid_tick_is_back_within_its_leases(stack):
-    """keep-running starts the killed worker again (honcho would stop the whole stack), and each
-    lease, kept short while its work runs, holds the next pass back at most its time to live:
-    the next Pulsar pass within two observation periods of the kill (5 s each, plus the
-    worker's restart), the next tick within 15 s (a 10 s loop)."""
-    env = stack.env | {"FULCRUM_PULSAR_OBSERVE_S": "5", "FULCRUM_TICK_INTERVAL_S": "5"}
-    honcho = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "honcho"),
-            "start",
-            "worker",
-            "beat",
-            "deadman",
-            "simulator",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=(stack.logs / "honcho.log").open("w"),
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        stack.in_control()
-        pass_back = _killed_during(
-            stack, honcho, "pulsar-sync", "select max(observed_at) from console_pulsarconnection"
-        )
-        tick_back = _killed_during(
-            stack, honcho, "shedding-tick", "select max(at) from console_clustersample"
-        )
-        print(
-            f"after a kill mid-pass, the next pass in {pass_back:.1f} s; mid-tick, the next "
-            f"tick in {tick_back:.1f} s"
-        )
-        assert honcho.poll() is None, stack.said()  # the stack is still up
-        assert pass_back <= 2 * 5 + 6, pass_back  # two periods and the worker's restart
-        assert tick_back <= 15, tick_back
-        values, _ = _config(stack.base)
-        assert values.get("loadBalancerSheddingEnabled") == "false"  # still in control
-        assert "starting it again" in (stack.logs / "honcho.log").read_text()
-    finally:
-        _stop([honcho])
