@@ -82,9 +82,13 @@ class Poller(threading.Thread):
     def __init__(self, client: httpx.Client) -> None:
         super().__init__(daemon=True)
         self.client, self.seen, self.stopping = client, [], threading.Event()
+        self.quiet = threading.Event()  # set: polls nothing (the GIL left to a tight wait)
 
     def run(self) -> None:
         while not self.stopping.is_set():
+            if self.quiet.is_set():
+                time.sleep(0.05)
+                continue
             for page in PAGES:
                 try:
                     answer = self.client.get(page)
@@ -139,13 +143,16 @@ def _fault(
     recovered: time blind (to the first Pulsar observation started after the kill), the next
     tick, and time to recover (all of: the program started again, a tick after the kill,
     Fulcrum in control of Pulsar, pages back)."""
+    before = _programs(honcho.pid)[program]
     if during is not None:
+        # A tick holds its lease for 10-100 ms: watched in a tight loop, the poller paused.
+        poller.quiet.set()
         deadline = time.monotonic() + 60
         while not _lease_held(stack.database, during):
             assert time.monotonic() < deadline, f"{during} never held\n" + stack.said()
-            time.sleep(0.05)
-    before = _programs(honcho.pid)[program]
+            time.sleep(0.005)
     os.kill(before, signal.SIGKILL)
+    poller.quiet.clear()
     killed, killed_at = time.monotonic(), datetime.now(UTC)
     blind = ticked = None
     while True:
