@@ -1,12 +1,13 @@
 """The whole ``make run`` stack under honcho (every Procfile line: Redis, web, worker, beat, the
 dead-man, the simulated Pulsar), each program under ``keep-running``, in control of the
 simulated Pulsar with FULCRUM_PULSAR_REASSERT on, while pages are polled without pause: Redis
-killed with SIGKILL five times in a row, then the worker mid-pass and mid-tick, then the
-simulator (issue 23, items 1 and 3 and its "done when"). Every page must answer 200 throughout
-(from the last figures, with a banner, while Redis is away) and be back without the banner
-within 5 s of each kill; no process is lost; after each fault Fulcrum observes, ticks and holds
-control again (the next pass after a kill mid-pass within its lease, the next tick after a kill
-mid-tick within 15 s); no move is lost or sent twice. Prints the fault table."""
+killed with SIGKILL five times in a row, then the worker mid-pass, mid-tick and mid-fold, then
+the simulator (issue 23, items 1 and 3 and its "done when"). Every page must answer 200
+throughout (from the last figures, with a banner, while Redis is away) and be back without the
+banner within 5 s of each kill; no process is lost; after each fault Fulcrum observes, ticks and
+holds control again (the next pass after a kill mid-pass, the next tick after a kill mid-tick,
+the next fold after a kill mid-fold, each within its lease and a beat); no move is lost or sent
+twice. Prints the fault table."""
 
 from __future__ import annotations
 
@@ -136,13 +137,15 @@ def _fault(
     *,
     during: str | None = None,
     whole: bool = True,
+    folds: bool = False,
 ) -> tuple[float, ...]:
     """SIGKILL ``program`` (its pid, not keep-running's), while the lease ``during`` is held
     (its work under way) if given. Returns, in s from the kill: pages back (every page
     answering 200 without the stale header since); then, with ``whole``, once Fulcrum has
     recovered: time blind (to the first Pulsar observation started after the kill), the next
     tick, and time to recover (all of: the program started again, a tick after the kill,
-    Fulcrum in control of Pulsar, pages back)."""
+    Fulcrum in control of Pulsar, pages back); with ``folds``, last, the next fold (new load
+    report rows in the database)."""
     before = _programs(honcho.pid)[program]
     if during is not None:
         # A tick holds its lease for 10-100 ms: watched in a tight loop, the poller paused.
@@ -154,7 +157,8 @@ def _fault(
     os.kill(before, signal.SIGKILL)
     poller.quiet.clear()
     killed, killed_at = time.monotonic(), datetime.now(UTC)
-    blind = ticked = None
+    blind = ticked = folded = None
+    rows = _load_reports(stack.database)  # after the kill: the killed fold commits nothing
     while True:
         assert time.monotonic() < killed + 90, f"{program}: not back\n" + stack.said()
         time.sleep(0.1)
@@ -171,14 +175,22 @@ def _fault(
             blind = now
         if ticked is None and _ticked_after(stack.database, killed_at):
             ticked = now
+        if folds and folded is None and _load_reports(stack.database) > rows:
+            folded = now
         if (
             blind is not None
             and ticked is not None
             and _programs(honcho.pid).get(program, before) != before
             and _in_control(stack.base)
             and clean is not None
+            and (folded is not None or not folds)
         ):
-            return clean - killed, blind, ticked, now
+            return clean - killed, blind, ticked, now, *([folded] if folded is not None else [])
+
+
+def _load_reports(database: Path) -> int:
+    with sqlite3.connect(database) as db:
+        return int(db.execute("select count(*) from console_loadreport").fetchone()[0])
 
 
 def _sends(said: str) -> collections.Counter[str]:
@@ -192,10 +204,10 @@ def _sends(said: str) -> collections.Counter[str]:
 def test_make_run_survives_kill_9_of_redis_the_worker_and_the_simulator(stack, tmp_path):
     """The whole make run stack under honcho, as make run starts it (FULCRUM_PULSAR_REASSERT
     on), in control of the simulated Pulsar, pages polled without pause: Redis killed five times
-    in a row, then the worker mid-pass and mid-tick, then the simulator. Every page answers 200
-    throughout and is clean within 5 s of each Redis kill; no process is lost; after each fault
-    Fulcrum observes, ticks and holds control again; no move is lost (failed, or left in
-    flight) or sent twice."""
+    in a row, then the worker mid-pass, mid-tick and mid-fold, then the simulator. Every page
+    answers 200 throughout and is clean within 5 s of each Redis kill; no process is lost; after
+    each fault Fulcrum observes, ticks and holds control again; no move is lost (failed, or left
+    in flight) or sent twice."""
     stack.redis.terminate()  # the stack runs its own, under keep-running, as make run does
     stack.redis.wait(timeout=10)
     redis_port = int(stack.env["REDIS_URL"].rsplit(":", 1)[1].split("/")[0])
@@ -228,12 +240,16 @@ def test_make_run_survives_kill_9_of_redis_the_worker_and_the_simulator(stack, t
         started = _programs(honcho.pid)
         assert set(started) == {"redis", "web", "worker", "beat", "deadman", "simulator"}, started
         # Redis killed five times in a row: the first four as soon as the pages are back, the
-        # fifth measured whole; then the worker mid-pass and mid-tick; then the simulator.
+        # fifth measured whole; then the worker mid-pass, mid-tick, mid-fold; then the simulator.
         backs = [_fault(stack, honcho, poller, "redis", whole=False)[0] for _ in range(KILLS - 1)]
         table = [
             ("redis (5th kill in a row)", *_fault(stack, honcho, poller, "redis")),
             ("worker, mid-pass", *_fault(stack, honcho, poller, "worker", during="pulsar-sync")),
             ("worker, mid-tick", *_fault(stack, honcho, poller, "worker", during="shedding-tick")),
+            (
+                "worker, mid-fold",
+                *_fault(stack, honcho, poller, "worker", during="load-reports-fold", folds=True),
+            ),
             ("simulator", *_fault(stack, honcho, poller, "simulator")),
         ]
         backs.append(table[0][1])
@@ -267,7 +283,10 @@ def test_make_run_survives_kill_9_of_redis_the_worker_and_the_simulator(stack, t
             f"{dict(collections.Counter(m[3] or m[2] for m in moves))}"
         )
         print(f"pages back after each Redis kill: {', '.join(f'{b:.1f}' for b in backs)} s")
-        print("fault (SIGKILL) | pages back (s) | time blind (s) | next tick (s) | recovered (s)")
+        print(
+            "fault (SIGKILL) | pages back (s) | time blind (s) | next tick (s) | recovered (s)"
+            " | next fold (s)"
+        )
         for row in table:
             print(" | ".join([row[0], *(f"{x:.1f}" for x in row[1:])]))
         print(f"moves lost: {len(lost)}; sent twice: {len(twice)}")
@@ -276,6 +295,8 @@ def test_make_run_survives_kill_9_of_redis_the_worker_and_the_simulator(stack, t
         # period) plus the worker's restart; mid-tick, the next tick within 15 s.
         assert table[1][2] <= 2 * 5 + 6, table[1]
         assert table[2][3] <= 15, table[2]
+        # Mid-fold: the next fold within its 9 s lease and a 5 s beat, plus the restart.
+        assert table[3][5] <= 9 + 5 + 6, table[3]
         assert lost == [], lost
         assert twice == {}, (twice, made)
     finally:

@@ -1,5 +1,5 @@
 """The soak script (tests/benchmarks/soak.py) in its short mode: the stack of ``make run`` for
-one minute under load reports and dashboards, then its invariants. Fails on any error, dropped
+half a minute under load reports and dashboards, then its invariants. Fails on any error, dropped
 dashboard or violated invariant (the script's exit code)."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import subprocess
 import sys
 
 
-def test_the_soak_runs_a_minute_clean():
+def test_the_soak_runs_half_a_minute_clean():
     done = subprocess.run(
         [
             sys.executable,
             "-m",
             "tests.benchmarks.soak",
             "--minutes",
-            "1",
+            "0.5",
             "--rate",
             "100",
             "--dashboards",
@@ -25,7 +25,7 @@ def test_the_soak_runs_a_minute_clean():
         capture_output=True,
         text=True,
         timeout=420,
-        env={**os.environ, "FULCRUM_HISTORY_FLUSH_S": "15"},  # a few flushes in the minute
+        env={**os.environ, "FULCRUM_HISTORY_FLUSH_S": "10"},  # a few flushes in the run
     )
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
@@ -37,4 +37,4 @@ def test_the_soak_runs_a_minute_clean():
     assert "worker: pandas kept out; history: " in out
     assert int(out.split("history: ")[1].split(" Parquet")[0]) >= 1
     accepted = int(out.split("reports: ")[1].split(" accepted")[0])
-    assert accepted > 3000  # about 100 per second for a minute
+    assert accepted > 1500  # about 100 per second for half a minute
