@@ -158,7 +158,7 @@ def _fault(
     poller.quiet.clear()
     killed, killed_at = time.monotonic(), datetime.now(UTC)
     blind = ticked = folded = None
-    rows = _load_reports(stack.database)  # after the kill: the killed fold commits nothing
+    newest = _load_reports(stack.database)  # after the kill: the killed fold commits nothing
     while True:
         assert time.monotonic() < killed + 90, f"{program}: not back\n" + stack.said()
         time.sleep(0.1)
@@ -175,7 +175,7 @@ def _fault(
             blind = now
         if ticked is None and _ticked_after(stack.database, killed_at):
             ticked = now
-        if folds and folded is None and _load_reports(stack.database) > rows:
+        if folds and folded is None and _load_reports(stack.database) > newest:
             folded = now
         if (
             blind is not None
@@ -189,8 +189,9 @@ def _fault(
 
 
 def _load_reports(database: Path) -> int:
+    """The newest load report row's id (not a count: the flush prunes exported rows)."""
     with sqlite3.connect(database) as db:
-        return int(db.execute("select count(*) from console_loadreport").fetchone()[0])
+        return int(db.execute("select coalesce(max(id), 0) from console_loadreport").fetchone()[0])
 
 
 def _sends(said: str) -> collections.Counter[str]:
