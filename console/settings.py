@@ -273,6 +273,8 @@ CELERY_TASK_ROUTES = {
 FULCRUM_TICK_INTERVAL_S = float(os.environ.get("FULCRUM_TICK_INTERVAL_S", "5"))
 # History is flushed from the database to Parquet once a minute: few, larger files.
 FULCRUM_HISTORY_FLUSH_S = float(os.environ.get("FULCRUM_HISTORY_FLUSH_S", "60"))
+# How long a report run's lease lasts (s): a run whose worker died is failed once it lapses.
+FULCRUM_REPORT_RUN_LEASE_S = float(os.environ.get("FULCRUM_REPORT_RUN_LEASE_S", "60"))
 # A real Pulsar cluster attached through its admin REST API (console.pulsar.admin), besides those
 # added in the admin (PulsarConnection): any broker's (or a proxy's) web URL; the token of a
 # superuser role is read from FULCRUM_PULSAR_TOKEN when used, never stored; a CA bundle (PEM)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from celery import shared_task
+from django.conf import settings
 
 from console.footprint import heap_trim
 from console.reports.submit import report_run_execute
@@ -32,13 +33,14 @@ def shedding_tick() -> int | None:
 
 
 # The periodic jobs' leases (s), by the task they guard: each at most two of its beat
-# intervals (fold every 5 s, flush every FULCRUM_HISTORY_FLUSH_S = 60 s, compaction every
-# FULCRUM_HISTORY_COMPACT_S = 3,600 s), so that a worker killed mid-job costs at most one
-# interval of it (tests/console/test_leases.py holds them to it).
+# intervals (fold every 5 s; flush every FULCRUM_HISTORY_FLUSH_S, 60 s by default; compaction
+# every FULCRUM_HISTORY_COMPACT_S, 3,600 s), so that a worker killed mid-job costs at most one
+# interval of it (tests/console/test_leases.py holds them to it, tests/test_job_kills.py kills
+# a worker mid-job). Renewed while the job runs, so a long flush keeps its lease.
 JOB_LEASES_S: dict[str, float] = {
     "console.tasks.load_reports_fold": 9.0,
-    "console.tasks.history_flush": 60.0,
-    "console.tasks.history_compact": 120.0,
+    "console.tasks.history_flush": min(60.0, 2 * settings.FULCRUM_HISTORY_FLUSH_S),
+    "console.tasks.history_compact": min(120.0, 2 * settings.FULCRUM_HISTORY_COMPACT_S),
 }
 
 

@@ -25,7 +25,7 @@ RUNNING_TIMEOUT_S = 1800.0 + 120.0
 # third of it, ``console.reports.submit``). A run whose lease lapsed has lost its worker (killed
 # or restarted mid-run: the task is not taken again once running) and is marked failed by the
 # next reap (every 60 s), instead of blocking its kind and the compaction for RUNNING_TIMEOUT_S.
-REPORT_RUN_LEASE_S = 60.0
+REPORT_RUN_LEASE_S: float = settings.FULCRUM_REPORT_RUN_LEASE_S  # 60 s by default
 
 
 def report_run_lease(run_id: int) -> str:
