@@ -1,10 +1,12 @@
-"""One exception handler: balancer and console errors -> 400/404/409 with the field at fault."""
+"""One exception handler: balancer and console errors -> 400/404/409 with the field at fault;
+the live load store (Redis) unreachable -> 503."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -38,6 +40,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         message = f"a request body is at most {limit:,} bytes"
         return Response({"error": {"message": message, "field": "body"}}, status=413)
+    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+        # The live load store (Redis) away: nothing was done (a write's transaction rolled
+        # back), the operator may try again once it is back.
+        log.warning("refused while the live load store is unreachable: %s", exc)
+        message = f"the live load store (Redis) is unreachable, nothing was done; retry: {exc}"
+        return Response(
+            {"error": {"message": message[:300], "field": None}},
+            status=503,
+            headers={"Retry-After": "5"},
+        )
     response = drf_handler(exc, context)
     if response is None:
         # Anything else is our bug: logged with its traceback, answered without it.

@@ -113,3 +113,28 @@ def test_the_banner_goes_as_soon_as_redis_answers(world, redis_away, client, ope
     response = client.get("/")
     assert 'id="store-outage"' not in response.content.decode()
     assert "X-Fulcrum-Stale" not in response
+
+
+def test_a_write_while_redis_is_away_answers_503_and_does_nothing(
+    world, redis_away, client, operator
+):
+    """An operator's unload (previewed or not) while the live load store is away: 503 saying
+    why, with Retry-After, nothing moved or audited (not a 500)."""
+    from console.models import AuditEvent, Bundle
+
+    client.force_login(operator)
+    bundle = Bundle.objects.filter(owner__isnull=False).first()
+    owner, audited = bundle.owner_id, AuditEvent.objects.count()
+    redis_away()
+    for body in ({"preview": True}, {"preview": False, "reason": "while Redis is away"}):
+        answer = client.post(
+            f"/api/bundles/{bundle.pk}/unload/", body, content_type="application/json"
+        )
+        assert answer.status_code == 503, answer.content
+        assert answer["Retry-After"] == "5"
+        assert answer.json()["error"]["message"].startswith(
+            "the live load store (Redis) is unreachable, nothing was done"
+        )
+    bundle.refresh_from_db()
+    assert bundle.owner_id == owner
+    assert AuditEvent.objects.count() == audited
