@@ -87,6 +87,20 @@ def ingest(doc, *, as_broker=None):
     return load_report_ingest(json.dumps(doc).encode(), as_broker=as_broker)
 
 
+def owned_and_reported(cpu=lambda i: 20.0):
+    """Every bundle owned, round-robin over the brokers, and a load report from each broker
+    (``cpu(i)`` percent for the i-th); returns the brokers."""
+    from console.models import Broker, Bundle
+
+    brokers = list(Broker.objects.all())
+    for i, bundle in enumerate(Bundle.objects.all()):
+        bundle.owner = brokers[i % len(brokers)]
+        bundle.save()
+    for i, broker in enumerate(brokers):
+        ingest(report(broker.name, cpu(i)))
+    return brokers
+
+
 @pytest.fixture
 def cluster(db):
     """The small layout seeded: 3 brokers in 2 domains, 2 namespaces × 4 unowned bundles; its

@@ -9,14 +9,13 @@ from drf_spectacular.generators import SchemaGenerator
 
 from console.models import (
     AuditEvent,
-    Broker,
     Bundle,
     ConfigVersion,
     PulsarConnection,
     ReportRun,
 )
 from console.services.bodies import OPERATOR_BODY_MAX_BYTES
-from tests.conftest import ingest, report
+from tests.conftest import owned_and_reported
 
 
 def write_operations() -> list[tuple[str, str]]:
@@ -72,12 +71,7 @@ HOSTILE = [
 def world(cluster, broker_client, operator, operator_client):
     """Owners, reports, one audited unload (for /audit/{id}/undo/), a config version, a Pulsar
     connection and a report run: every path parameter names something real."""
-    brokers = list(Broker.objects.all())
-    for i, bundle in enumerate(Bundle.objects.all()):
-        bundle.owner = brokers[i % len(brokers)]
-        bundle.save()
-    for broker in brokers:
-        ingest(report(broker.name, 20))
+    brokers = owned_and_reported()
     bundle = Bundle.objects.first()
     assert operator_client.post(f"/api/bundles/{bundle.pk}/unload/").status_code == 200
     values = operator_client.get("/api/config/").json()["values"]

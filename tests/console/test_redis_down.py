@@ -9,20 +9,14 @@ import redis
 from drf_spectacular.generators import SchemaGenerator
 
 from console import loadstore
-from console.models import Broker, Bundle, Decision
-from tests.conftest import ingest, report
+from console.models import Bundle, Decision
+from tests.conftest import owned_and_reported
 from tests.support import free_port
 
 
 @pytest.fixture
 def world(cluster, operator):
-    brokers = list(Broker.objects.all())
-    for i, bundle in enumerate(Bundle.objects.all()):
-        bundle.owner = brokers[i % len(brokers)]
-        bundle.save()
-    for i, broker in enumerate(brokers):
-        ingest(report(broker.name, 20 + 10 * i))
-    yield brokers
+    yield owned_and_reported(lambda i: 20 + 10 * i)
     loadstore.outage_check()  # Redis answers again: this process's outage ends
 
 
@@ -120,7 +114,7 @@ def test_a_write_while_redis_is_away_answers_503_and_does_nothing(
 ):
     """An operator's unload (previewed or not) while the live load store is away: 503 saying
     why, with Retry-After, nothing moved or audited (not a 500)."""
-    from console.models import AuditEvent, Bundle
+    from console.models import AuditEvent
 
     client.force_login(operator)
     bundle = Bundle.objects.filter(owner__isnull=False).first()

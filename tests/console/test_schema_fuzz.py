@@ -15,8 +15,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from console.access import OPERATORS_GROUP
-from console.models import Broker, Bundle
-from tests.conftest import ingest, report
+from tests.conftest import owned_and_reported
 
 
 def load_schema():
@@ -39,12 +38,7 @@ def owned(cluster):
 
     signals.request_started.disconnect(close_old_connections)
     signals.request_finished.disconnect(close_old_connections)
-    brokers = list(Broker.objects.all())
-    for i, bundle in enumerate(Bundle.objects.all()):
-        bundle.owner = brokers[i % len(brokers)]
-        bundle.save()
-    for broker in brokers:
-        ingest(report(broker.name, 30.0))
+    owned_and_reported(lambda i: 30.0)
     yield
     signals.request_started.connect(close_old_connections)
     signals.request_finished.connect(close_old_connections)
