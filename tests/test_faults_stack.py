@@ -95,7 +95,8 @@ class Poller(threading.Thread):
                     answer = self.client.get(page)
                     stale = "X-Fulcrum-Stale" in answer.headers
                     self.seen.append((time.monotonic(), page, answer.status_code, stale))
-                except httpx.HTTPError as exc:
+                except Exception as exc:
+                    # Recorded as a failed answer: the poller must outlive whatever it sees.
                     self.seen.append((time.monotonic(), page, type(exc).__name__, True))
             time.sleep(0.05)
 
@@ -160,7 +161,18 @@ def _fault(
     blind = ticked = folded = None
     newest = _load_reports(stack.database)  # after the kill: the killed fold commits nothing
     while True:
-        assert time.monotonic() < killed + 90, f"{program}: not back\n" + stack.said()
+        if time.monotonic() > killed + 90:
+            raise AssertionError(
+                f"{program}: not back 90 s after the kill; blind {blind}, ticked {ticked}, "
+                f"folded {folded}, programs {_programs(honcho.pid)} (killed {before}), in control "
+                f"{_in_control(stack.base)}, pages clean since {_pages_clean_since(poller, killed)}"
+                f" (last answers {poller.seen[-5:]}, now {time.monotonic()})\n"
+                + _database_said(stack.database)
+                + "\n"
+                + _worker_said(stack)
+                + "\n"
+                + stack.said()
+            )
         time.sleep(0.1)
         now = time.monotonic() - killed
         clean = _pages_clean_since(poller, killed)
@@ -186,6 +198,27 @@ def _fault(
             and (folded is not None or not folds)
         ):
             return clean - killed, blind, ticked, now, *([folded] if folded is not None else [])
+
+
+def _database_said(database: Path) -> str:
+    """The leases and the newest cluster samples, for a failure's message."""
+    with sqlite3.connect(database) as db:
+        leases = db.execute("select name, holder, locked_until from console_ticklock").fetchall()
+        samples = db.execute(
+            "select at from console_clustersample order by at desc limit 3"
+        ).fetchall()
+    return f"now {datetime.now(UTC)}; leases {leases}; newest samples {samples}"
+
+
+def _worker_said(running: Stack) -> str:
+    """The worker's and beat's warnings, errors and tracebacks, for a failure's message."""
+    said = (running.logs / "honcho.log").read_text().splitlines()
+    lines = [
+        line
+        for line in said
+        if re.search(r"WARNING|ERROR|CRITICAL|Traceback|Error|exited|skipped|lease", line)
+    ]
+    return "--- the worker's warnings\n" + "\n".join(lines[-60:])
 
 
 def _load_reports(database: Path) -> int:
