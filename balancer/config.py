@@ -84,8 +84,8 @@ class PulsarConfig:
     seed: int = 0
     # FulcrumShedder (Fulcrum's own; README § FulcrumShedder)
     fulcrum_min_gain_fraction: float = 0.03
-    fulcrum_max_moves_per_cycle: int = 10
-    fulcrum_max_moves_per_hour: int = 30
+    fulcrum_max_moves_per_cycle: int = 0  # 0: derived from the cluster (half its bundles)
+    fulcrum_max_moves_per_hour: int = 0  # 0: no hourly limit
     fulcrum_cool_down_s: float = 600.0
     # Accepted so that a broker.conf's load-balancer section reads as is; the cycle's cadence,
     # strategies and split algorithm come from Fulcrum's own configuration (CycleConfig).

@@ -622,7 +622,7 @@ def balance_status(*, now: datetime | None = None) -> dict[str, Any]:
         "optimumMaxOverMean", "ratio", "at"), None until the worker measured it;
         ``budget``: {"used" (moves in the last hour), "limit" (the least of
         FULCRUM_MAX_MOVES_PER_HOUR when set and, under FulcrumShedder, its
-        fulcrumMaxMovesPerHour; None: no limit)};
+        fulcrumMaxMovesPerHour when set (> 0); None: no limit)};
         ``coolDown``: {"seconds" (the longest of Fulcrum's cool-down, Pulsar's grace period and,
         under FulcrumShedder, its own), "bundles" (how many wait), "next": the five soonest
         eligible [{"bundle", "eligibleAt" (ISO, UTC), "inS"}]};
@@ -639,7 +639,7 @@ def balance_status(*, now: datetime | None = None) -> dict[str, Any]:
         action=AuditEvent.Action.UNLOAD, at__gte=now - timedelta(hours=1)
     ).count()
     limits = [settings.FULCRUM_MAX_MOVES_PER_HOUR] if settings.FULCRUM_MAX_MOVES_PER_HOUR else []
-    if fulcrum:
+    if fulcrum and cycle.pulsar.fulcrum_max_moves_per_hour > 0:
         limits.append(cycle.pulsar.fulcrum_max_moves_per_hour)
     cool = cool_down_s(config, cycle)
     waiting: list[tuple[datetime, str, int, int]] = sorted(
@@ -909,20 +909,21 @@ def decision_explained(decision: Decision) -> dict[str, Any]:
                 observed[name] = value
     names = sorted(set(before.get("brokers", {})) | set(after.get("brokers", {})))
     shedding = details.get("shedding") or {}
+    brokers = [
+        {
+            "name": name,
+            "before": before.get("brokers", {}).get(name),
+            "after": after.get("brokers", {}).get(name),
+            "observed": observed.get(name),
+        }
+        for name in names
+    ]
     return {
-        "brokers": [
-            {
-                "name": name,
-                "before": before.get("brokers", {}).get(name),
-                "after": after.get("brokers", {}).get(name),
-                "observed": observed.get(name),
-            }
-            for name in names
-        ],
+        "brokers": brokers,
         "before": {k: before.get(k) for k in ("avgUsage", "std", "cv", "maxOverMean")},
         "after": {k: after.get(k) for k in ("avgUsage", "std", "cv", "maxOverMean")},
         "observedCv": observed_cv,
-        "rule": _rule(details, shedding, decision),
+        "rule": _rule(details, shedding, decision, brokers),
         "actions": details.get("actions", []),
         "placements": _placements(details.get("actions", [])),
         "unexplainedPlacements": sum(
@@ -1039,10 +1040,25 @@ def audit_events(params: Mapping[str, str]) -> QuerySet[AuditEvent]:
     return rows
 
 
-def _rule(details: dict[str, Any], shedding: dict[str, Any], decision: Decision) -> dict[str, Any]:
+# The shedders' per-broker figures that are usage fractions (shown in %, as the chart).
+FRACTION_COLUMNS = frozenset({"before", "after", "observed", "usage", "history", "background"})
+# The plan's own figures, first in the rule's per-broker table; a shedder's own prediction
+# ("predicted") gives way to the plan's "after": one set of numbers per decision.
+PLAN_COLUMNS = ("before", "after", "observed")
+
+
+def _rule(
+    details: dict[str, Any],
+    shedding: dict[str, Any],
+    decision: Decision,
+    brokers: list[dict[str, Any]],
+) -> dict[str, Any]:
     """The shedder's reason and figures: scalars as ``figures`` [[name, value]], and its first
     per-broker table (a figure whose value maps brokers to figures) as ``perBroker`` {"name",
-    "columns", "rows": [[broker, values...]]}; numbers to 4 significant digits."""
+    "columns", "rows": [{"broker", "cells": [{"value", "fraction"}]}]}, led by the plan's
+    before, after (predicted) and observed usage of ``brokers`` (``decision_explained``'s), the
+    same figures as the chart and the cards; numbers to 4 significant digits, fractions marked
+    (the page shows them in %)."""
 
     def said(value: Any) -> Any:
         return float(f"{value:.4g}") if isinstance(value, float) else value
@@ -1069,6 +1085,7 @@ def _rule(details: dict[str, Any], shedding: dict[str, Any], decision: Decision)
             figures.append([name, said(value)])
     # A figure per broker (FulcrumShedder's "predicted") is a column of the per-broker table
     # when its brokers are the table's; else it stays a figure.
+    by_broker.pop("predicted", None)  # the plan's "after" is the prediction shown
     for name, value in by_broker.items():
         if per_broker is not None and set(value) <= {row[0] for row in per_broker["rows"]}:
             per_broker["columns"].append(name)
@@ -1076,11 +1093,33 @@ def _rule(details: dict[str, Any], shedding: dict[str, Any], decision: Decision)
                 row.append(said(value.get(row[0])))
         else:
             figures.append([name, said(value)])
+    table = None
+    if per_broker is not None:
+        plan = {b["name"]: b for b in brokers}
+        columns = [*PLAN_COLUMNS, *per_broker["columns"]]
+        table = {
+            "name": per_broker["name"],
+            "columns": columns,
+            "rows": [
+                {
+                    "broker": row[0],
+                    "cells": [
+                        {"value": v, "fraction": c in FRACTION_COLUMNS}
+                        for c, v in zip(
+                            columns,
+                            [*(plan.get(row[0], {}).get(c) for c in PLAN_COLUMNS), *row[1:]],
+                            strict=True,
+                        )
+                    ],
+                }
+                for row in per_broker["rows"]
+            ],
+        }
     return {
         "strategy": details.get("strategy", decision.strategy),
         "reason": shedding.get("reason", details.get("reason", decision.reason)),
         "figures": figures,
-        "perBroker": per_broker,
+        "perBroker": table,
     }
 
 
@@ -1373,6 +1412,30 @@ def pulsar_conflict_get() -> dict[str, Any] | None:
         .first()
     )
     return {"connection": row["name"], **row["conflict"]} if row else None
+
+
+def broker_quarantined(name: str) -> dict[str, Any] | None:
+    """The readings of broker ``name`` that the latest shedding decision did not trust
+    (``balancer.load_model.implausible``: over its limit, without a limit, not a number).
+
+    Returns:
+        ``{"decision": pk, "at": ISO (UTC), "readings": [{"resource", "usage", "limit",
+        "reason"}]}``, or None when the latest decision trusted all of them (or there is none).
+    """
+    latest = Decision.objects.filter(kind=Decision.Kind.SHED).order_by("-at").first()
+    if latest is None:
+        return None
+    shedding = (latest.details or {}).get("shedding") or {}
+    stats = shedding.get("stats") if isinstance(shedding, dict) else None
+    entries = stats.get("quarantined") if isinstance(stats, dict) else None
+    readings = [e for e in entries or [] if isinstance(e, dict) and e.get("broker") == name]
+    if not readings:
+        return None
+    return {
+        "decision": latest.pk,
+        "at": latest.at.astimezone(UTC).isoformat(),
+        "readings": readings,
+    }
 
 
 def pulsar_broker_read(name: str) -> dict[str, Any] | None:

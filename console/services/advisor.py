@@ -41,18 +41,21 @@ def _cycle(config: BalancerConfig, changes: dict[str, Any]) -> dict[str, Any]:
 def advisor_candidates(config: BalancerConfig | None = None) -> list[dict[str, Any]]:
     """The grid (about 20 configs; none that runs exactly as the current one): the current one;
     FulcrumShedder at four minimum gains, each with the current and half the current hourly
-    move budget; ThresholdShedder at four thresholds and Pulsar's other shedders with
-    LeastLongTermMessageRate; Danube's rebalancer with its balanced assignment. Each:
-    ``{"id", "label", "changes"}`` (the editor's draft)."""
+    move budget (without one, no limit and 30 an hour); ThresholdShedder at four thresholds
+    and Pulsar's other shedders with LeastLongTermMessageRate; Danube's rebalancer with its
+    balanced assignment. Each: ``{"id", "label", "changes"}`` (the editor's draft)."""
     config = config or selectors.balancer_config_get()
     pulsar = selectors.pulsar_config_get(config)
     out: list[dict[str, Any]] = [{"label": "current config", "changes": {}}]
     budget = pulsar.fulcrum_max_moves_per_hour
+    # The current hourly budget and half of it; with none (0, the default), none and 30 an hour.
+    hourlies = [budget, max(1, budget // 2)] if budget > 0 else [0, 30]
     for gain in FULCRUM_MIN_GAINS_PERCENT:
-        for hourly in sorted({budget, max(1, budget // 2)}, reverse=True):
+        for hourly in hourlies:
+            limit = f"{hourly} moves/h" if hourly else "no hourly limit"
             out.append(
                 {
-                    "label": f"FulcrumShedder, min gain {gain} %, {hourly} moves/h",
+                    "label": f"FulcrumShedder, min gain {gain} %, {limit}",
                     "changes": {
                         "shedder": "FulcrumShedder",
                         "placement": "FulcrumPlacement",

@@ -16,13 +16,12 @@ from console.models import BalancerConfig, Broker, Bundle, Cluster, FailureDomai
 
 # The demo plays a trace minute every 2 s (30x real time) on a small cluster, so some defaults
 # are scaled with it: Pulsar's grace period (30 min -> 1 min of wall time, i.e. 30 simulated
-# minutes) and minimum throughput worth an unload (10 MiB/s -> 1 MiB/s), and Fulcrum's move
-# budget (30 moves per hour -> 900 per wall hour, 30 per simulated hour) and cool-down
-# (10 min -> 1 min of wall time, as the grace period).
+# minutes) and minimum throughput worth an unload (10 MiB/s -> 1 MiB/s), and Fulcrum's
+# cool-down (10 min -> 1 min of wall time, as the grace period). Fulcrum's move budget is
+# derived from the cluster (no hourly limit by default), so it needs no scaling.
 DEMO_PARAMETERS = {
     "loadBalancerSheddingGracePeriodMinutes": 1,
     "loadBalancerBundleUnloadMinThroughputThreshold": 1,
-    "fulcrumMaxMovesPerHour": 900,
     "fulcrumBundleCoolDownMinutes": 1,
     # The demo's three zones: anti-affinity groups spread across them (Pulsar's filter).
     "failureDomainsEnabled": True,
