@@ -48,6 +48,7 @@ class Reason(StrEnum):
     OPERATOR = "Operator"
     ALREADY_MOVING = "AlreadyMoving"
     UNKNOWN_BUNDLE = "UnknownBundle"
+    IMPLAUSIBLE = "ImplausibleReading"
 
 
 # The figure that ranked an unload, and its unit (CLI.md ``metric``).

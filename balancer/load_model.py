@@ -15,12 +15,21 @@ bundles it owns, so that the usage after any move can be predicted.
 - A broker's usage: Pulsar's weighted max over the five resources (``BrokerLoad.
   weighted_max_usage``, in float64), a fraction of its capacity: what the console's CV and
   max/mean measure.
+- Readings that cannot be true are quarantined, per broker and resource (``implausible``): a
+  usage more than ``IMPLAUSIBLE_OVER`` times its limit (a CPU at 208 % of what the broker has;
+  a CPU reported in % × cores against a 100 % limit), a usage without a limit (0 or −1: an
+  unknown NIC speed, which Pulsar's ``loadBalancerOverrideBrokerNicSpeedGbps`` exists for), a
+  usage that is not a number or below 0. The model keeps what it can still trust — that
+  resource's load from the broker's bundles — and drops the rest: no background for it, no
+  say in the CPU one message costs, so that it never sets the level for the cluster.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 import numpy as np
 
@@ -28,18 +37,109 @@ from balancer.load import ResourceWeights
 from balancer.snapshot import RESOURCES, ClusterSnapshot
 
 CPU, MEMORY, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT = range(5)
+# A reading above its limit by more than this factor cannot be true: a resource holds at most
+# its capacity (a quarter more covers a sample taken across a burst of a busy broker).
+IMPLAUSIBLE_OVER: Final = 1.25
 
 
-def cpu_per_msg(snapshot: ClusterSnapshot, brokers: Sequence[str]) -> float:
+@dataclass(frozen=True, slots=True)
+class Quarantine:
+    """A resource of a broker whose reading the model does not trust: ``resource`` a name of
+    ``RESOURCES``; ``usage`` and ``limit`` as reported, in the resource's unit; ``reason`` in
+    words, with the numbers."""
+
+    broker: str
+    resource: str
+    usage: float
+    limit: float
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "broker": self.broker,
+            "resource": self.resource,
+            "usage": self.usage,
+            "limit": self.limit,
+            "reason": self.reason,
+        }
+
+
+def implausible(
+    names: Sequence[str], usage: np.ndarray, limits: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, tuple[Quarantine, ...]]:
+    """The readings of ``names`` that cannot be true, among the resources that count (weight >
+    0): a usage over ``IMPLAUSIBLE_OVER`` × its limit, a usage with a limit of 0 or less (an
+    unknown capacity), a usage that is not a finite number ≥ 0.
+
+    Args:
+        usage, limits: (brokers, 5) as reported, ``RESOURCES`` order, in ``names`` order.
+        weights: (5,) Pulsar's resource weights.
+
+    Returns:
+        (brokers, 5) the quarantined mask, and each quarantined reading with its reason.
+
+    Source: Fulcrum (issue 24); Pulsar overrides an unknown NIC speed with
+    ``loadBalancerOverrideBrokerNicSpeedGbps`` rather than trusting it.
+    """
+    counts = np.broadcast_to(weights > 0, usage.shape)
+    bad_number = ~np.isfinite(usage) | (usage < 0)
+    no_limit = ~bad_number & (usage > 0) & ~(limits > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        over = ~bad_number & (limits > 0) & (usage > limits * IMPLAUSIBLE_OVER)
+    mask = counts & (bad_number | no_limit | over)
+    found = []
+    for i, r in zip(*np.nonzero(mask), strict=True):
+        used, limit, resource = float(usage[i, r]), float(limits[i, r]), RESOURCES[r]
+        if bad_number[i, r]:
+            reason = f"{resource} usage {used} is not a reading (not a number, or below 0)"
+        elif no_limit[i, r]:
+            reason = (
+                f"{resource} limit {limit:g} is unknown (0 or −1), usage {used:g}: its "
+                "capacity cannot be told (set it, e.g. Pulsar's "
+                "loadBalancerOverrideBrokerNicSpeedGbps for a NIC)"
+            )
+        else:
+            reason = (
+                f"{resource} usage {used / limit:.0%} of its limit ({used:g} of {limit:g}) is "
+                f"more than {IMPLAUSIBLE_OVER:.2f}× what it can hold (a CPU in % × cores?)"
+            )
+        found.append(Quarantine(names[i], resource, used, limit, reason))
+    return mask, tuple(found)
+
+
+def cpu_per_msg(
+    snapshot: ClusterSnapshot, brokers: Sequence[str], distrusted: frozenset[str] = frozenset()
+) -> float:
     """The CPU one msg/s costs (percent of one core per msg/s): the least ``cpu usage / msg
     rate`` over ``brokers`` that report messages (the report's own msgRateIn + msgRateOut, of
-    the same instant as its CPU); 0 when none does."""
+    the same instant as its CPU), but those whose CPU reading is ``distrusted``; 0 when none
+    does."""
     best = np.inf
     for name in brokers:
         broker = snapshot.brokers[name]
+        if name in distrusted or not math.isfinite(broker.cpu.usage):
+            continue
         if broker.rates.msg_rate > 0:
             best = min(best, broker.cpu.usage / broker.rates.msg_rate)
     return 0.0 if best == np.inf else float(best)
+
+
+def trusted_cost(
+    snapshot: ClusterSnapshot, brokers: Sequence[str], weights: ResourceWeights
+) -> float:
+    """``cpu_per_msg`` over ``brokers`` but those whose CPU reading is quarantined
+    (``implausible``): the CPU one msg/s costs, percent of one core per msg/s."""
+    names = tuple(sorted(brokers))
+    if not names:
+        return 0.0
+    every_usage, every_limit = snapshot.resource_arrays()
+    order = {name: i for i, name in enumerate(snapshot.brokers)}
+    picked = np.asarray([order[n] for n in names], dtype=np.int64)
+    w = np.asarray([getattr(weights, r) for r in RESOURCES], dtype=np.float64)
+    _, quarantined = implausible(names, every_usage[picked], every_limit[picked], w)
+    return cpu_per_msg(
+        snapshot, names, frozenset(q.broker for q in quarantined if q.resource == "cpu")
+    )
 
 
 def bundle_loads(short_term: np.ndarray, cost: float) -> np.ndarray:
@@ -69,6 +169,8 @@ class LoadModel:
         rows: the table rows of the bundles the modelled brokers own.
         owner: each row's broker (a position in ``names``).
         bundle_load: (rows, 5) each bundle's load per resource.
+        quarantined: the readings not trusted (``implausible``): their background is 0, so
+            the broker's usage of that resource is its bundles' load alone.
     """
 
     names: tuple[str, ...]
@@ -81,6 +183,7 @@ class LoadModel:
     rows: np.ndarray
     owner: np.ndarray
     bundle_load: np.ndarray
+    quarantined: tuple[Quarantine, ...] = field(default=())
 
     @classmethod
     def of(
@@ -94,11 +197,15 @@ class LoadModel:
         defaults to ``cpu_per_msg`` of the snapshot."""
         names = tuple(sorted(brokers))
         index = {name: i for i, name in enumerate(names)}
-        cost = cpu_per_msg(snapshot, names) if cost is None else cost
+        w = np.asarray([getattr(weights, r) for r in RESOURCES], dtype=np.float64)
         every_usage, every_limit = snapshot.resource_arrays()
         order = {name: i for i, name in enumerate(snapshot.brokers)}
         picked = np.asarray([order[n] for n in names], dtype=np.int64)
         usage, limits = every_usage[picked], every_limit[picked]
+        distrusted, quarantined = implausible(names, usage, limits, w)
+        if cost is None:
+            cpu_off = frozenset(q.broker for q in quarantined if q.resource == "cpu")
+            cost = cpu_per_msg(snapshot, names, cpu_off)
         table = snapshot.table
         position = snapshot.owner_positions()
         remap = np.full(len(snapshot.brokers) + 1, -1, dtype=np.int64)
@@ -112,9 +219,15 @@ class LoadModel:
             load[:, column] = np.bincount(
                 owner, weights=bundle_load[:, column], minlength=len(names)
             )
-        background = np.maximum(usage - load, 0.0)
-        w = np.asarray([getattr(weights, r) for r in RESOURCES], dtype=np.float64)
-        return cls(names, index, limits, background, load, w, cost, rows, owner, bundle_load)
+        with np.errstate(invalid="ignore"):
+            background = np.maximum(usage - load, 0.0)
+        background[distrusted] = (
+            0.0  # what the broker's bundles explain is all it can be said to use
+        )
+        background[~np.isfinite(background)] = 0.0
+        return cls(
+            names, index, limits, background, load, w, cost, rows, owner, bundle_load, quarantined
+        )
 
     def level(self) -> float:
         """The lowest highest usage any assignment could reach (a lower bound): no broker goes

@@ -179,6 +179,7 @@ def broker(request: HttpRequest, name: str) -> HttpResponse:
             "bundles": sorted(bundles, key=lambda b: -b.throughput_bytes_per_s),
             "events": selectors.audit_events({"broker": name})[:20],
             "pulsar_read": selectors.pulsar_broker_read(name),
+            "quarantined": selectors.broker_quarantined(name),
             "history": selectors.broker_history(name, range_s=range_s),
             "ranges": selectors.BROKER_RANGES_S,
             "range_s": range_s,

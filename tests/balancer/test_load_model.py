@@ -1,0 +1,88 @@
+"""The load model's quarantine of readings that cannot be true (balancer.load_model.implausible,
+issue 24 item 3): the poison report of the demo (a CPU at 208 %), an unknown NIC limit (−1),
+a CPU reported in % × cores against a 100 % limit; each named with its numbers, none of them
+setting the level or the CPU one message costs, the trusted resources still used."""
+
+from dataclasses import replace
+
+import pytest
+
+from balancer.config import PulsarConfig
+from balancer.decisions import Reason
+from balancer.load import ResourceUsage
+from balancer.load_model import IMPLAUSIBLE_OVER, LoadModel, cpu_per_msg
+from balancer.shedding.fulcrum import shed
+from tests.balancer.scenarios import _cluster
+
+PULSAR = PulsarConfig.from_keys({"loadBalancerSheddingGracePeriodMinutes": 0})
+
+
+def _three(cpu1=90.0):
+    """b1 with four 50 MiB/s bundles at ``cpu1`` % CPU, b2 and b3 at 20 % with one each."""
+    return _cluster(
+        {
+            "b1": (cpu1, [(f"t/ns/0x{i:08x}_0x{i + 1:08x}", 50) for i in range(4)]),
+            "b2": (20, [("t/ns/0x10000000_0x20000000", 50)]),
+            "b3": (20, [("t/ns/0x20000000_0x30000000", 50)]),
+        }
+    )
+
+
+def _with(snap, name, **resources):
+    brokers = dict(snap.brokers)
+    brokers[name] = replace(brokers[name], **resources)
+    return replace(snap, brokers=brokers)
+
+
+def test_a_cpu_at_208_percent_is_quarantined_and_sets_no_level():
+    trusted = LoadModel.of(_three(), ["b1", "b2", "b3"], PULSAR.weights)
+    poisoned = LoadModel.of(_three(208.0), ["b1", "b2", "b3"], PULSAR.weights)
+    [q] = poisoned.quarantined
+    assert (q.broker, q.resource, q.usage, q.limit) == ("b1", "cpu", 208.0, 100.0)
+    assert "208%" in q.reason
+    assert f"{IMPLAUSIBLE_OVER:.2f}×" in q.reason
+    # What its bundles explain is all b1 is said to use: the level is the trusted cluster's,
+    # not 208 %; the cost per message is the trusted brokers' (b2 and b3 set it either way).
+    assert poisoned.level() < 1.0
+    assert poisoned.level() <= trusted.level()
+    assert poisoned.cost == pytest.approx(trusted.cost)
+    assert poisoned.usage()[0] == pytest.approx(float(poisoned.load[0, 0]) / 100)
+    # The shedder names it, and still balances: b1's bundles are the hottest by their own load.
+    decision = shed(_three(208.0), PULSAR, {})
+    assert [(s.name, s.reason) for s in decision.skipped if s.reason == Reason.IMPLAUSIBLE] == [
+        ("b1", Reason.IMPLAUSIBLE)
+    ]
+    assert decision.stats["quarantined"] == [q.as_dict()]
+    assert decision.unloads
+    assert decision.unloads[0].source == "b1"
+
+
+def test_a_cpu_in_percent_times_cores_is_quarantined():
+    # 8 cores at 100 % each reported as 800 against a limit of 100.
+    snap = _with(_three(), "b2", cpu=ResourceUsage(800.0, 100.0))
+    model = LoadModel.of(snap, ["b1", "b2", "b3"], PULSAR.weights)
+    assert [(q.broker, q.resource) for q in model.quarantined] == [("b2", "cpu")]
+    assert "% × cores" in model.quarantined[0].reason
+    # Just above the limit is a busy broker, not an impossible one.
+    busy = _with(_three(), "b2", cpu=ResourceUsage(100.0 * IMPLAUSIBLE_OVER - 1, 100.0))
+    assert LoadModel.of(busy, ["b1", "b2", "b3"], PULSAR.weights).quarantined == ()
+
+
+def test_an_unknown_nic_limit_is_quarantined_the_cpu_still_used():
+    snap = _with(_three(), "b3", bandwidth_out=ResourceUsage(5e8, -1.0))
+    model = LoadModel.of(snap, ["b1", "b2", "b3"], PULSAR.weights)
+    [q] = model.quarantined
+    assert (q.broker, q.resource, q.limit) == ("b3", "bandwidth_out", -1.0)
+    assert "loadBalancerOverrideBrokerNicSpeedGbps" in q.reason
+    assert model.usage()[2] == pytest.approx(0.20)  # its CPU, trusted, still counts
+    # A resource of weight 0 is not read at all: nothing to quarantine.
+    ignored = replace(PULSAR, bandwidth_out_weight=0.0)
+    assert LoadModel.of(snap, ["b1", "b2", "b3"], ignored.weights).quarantined == ()
+
+
+def test_a_reading_that_is_not_a_number_is_quarantined():
+    snap = _with(_three(), "b1", cpu=ResourceUsage(float("nan"), 100.0))
+    model = LoadModel.of(snap, ["b1", "b2", "b3"], PULSAR.weights)
+    assert [(q.broker, q.resource) for q in model.quarantined] == [("b1", "cpu")]
+    assert cpu_per_msg(snap, ["b1"]) == 0.0  # b1's NaN sets no cost
+    assert all(map(float.__ne__, model.usage().tolist(), [float("nan")] * 3))
