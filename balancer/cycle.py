@@ -47,6 +47,7 @@ from balancer.decisions import METRIC_UNITS, Placement, Reason, SheddingDecision
 from balancer.errors import BalancerError, ImpossibleSplit
 from balancer.hashing import format_hash
 from balancer.load import ResourceWeights
+from balancer.load_model import trusted_cost
 from balancer.placement.batch import place_many
 from balancer.placement.place import filter_candidates
 from balancer.registry import (
@@ -1081,13 +1082,15 @@ def predict(
 ) -> LoadStats:
     """The statistics over ``serving`` once the planned unloads and placements apply.
 
-    A moved bundle takes with it its short-term throughput in and out (bytes/s, against each
-    broker's bandwidth limits) and its share of its source's CPU in proportion to its message
-    rate (the source's CPU usage × bundle msg rate / broker msg rate; by throughput when no rate
-    is known); memory stays. A bundle unloaded and not placed leaves its source only. Usage is
-    Pulsar's weighted max in float32 percentages, as ``BrokerLoad.weighted_max_usage``.
+    A moved bundle takes with it what the load model (``balancer.load_model``) says it weighs:
+    its short-term throughput in and out (bytes/s, against each broker's bandwidth limits) and
+    its short-term message rate × the CPU one message costs (``trusted_cost``); a broker's
+    background and memory stay. The same figures as FulcrumShedder's own prediction, so that a
+    decision shows one set of numbers. A bundle unloaded and not placed leaves its source only.
+    Usage is Pulsar's weighted max in float32 percentages, as ``BrokerLoad.weighted_max_usage``.
     """
     usage = snapshot.weighted_usage(weights)
+    cost = trusted_cost(snapshot, [n for n in serving if n in snapshot.brokers], weights)
     deltas: dict[str, list[float]] = {}  # broker -> [cpu, bandwidth in, bandwidth out]
     sources: dict[str, str] = {}
     for action in actions:
@@ -1095,10 +1098,10 @@ def predict(
             continue
         if action.kind == ActionKind.UNLOAD and action.source:
             sources[action.target] = action.source
-            _shift(snapshot, action.target, action.source, -1.0, deltas, action.source)
+            _shift(snapshot, action.target, action.source, -1.0, deltas, action.source, cost)
         elif action.kind == ActionKind.PLACE and action.destination:
             origin = sources.get(action.target)
-            _shift(snapshot, action.target, action.destination, 1.0, deltas, origin)
+            _shift(snapshot, action.target, action.destination, 1.0, deltas, origin, cost)
     after = {n: usage[n] for n in serving}
     touched = [n for n in deltas if n in after]
     if touched:
@@ -1129,14 +1132,19 @@ def _shift(
     sign: float,
     deltas: dict[str, list[float]],
     origin: str | None,
+    cost: float | None = None,
 ) -> None:
+    """Move ``bundle``'s load onto (``sign`` 1) or off (−1) ``broker``: its throughput, and its
+    CPU — msg rate × ``cost`` when given (the load model), else its share of ``origin``'s."""
     load = snapshot.bundles.get(bundle)
     if load is None:
         return
     rates = load.short_term
     cpu = 0.0
     source = snapshot.brokers.get(origin) if origin else None
-    if source is not None:
+    if cost is not None:
+        cpu = rates.msg_rate * cost
+    elif source is not None:
         # The bundle's share of its source's CPU: by message rate, else by throughput.
         if source.rates.msg_rate > 0 and rates.msg_rate > 0:
             share = rates.msg_rate / source.rates.msg_rate

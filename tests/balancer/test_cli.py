@@ -24,6 +24,8 @@ SNAPSHOT = {
         {
             "name": "broker-1",
             "cpu": {"usage": 40, "limit": 100},
+            "msgRateIn": 1000,
+            "msgRateOut": 1000,
             "msgThroughputIn": 104857600,
             "msgThroughputOut": 104857600,
             "bundles": ["t/ns/0x00000000_0x40000000", "t/ns/0x40000000_0x80000000"],
@@ -39,12 +41,22 @@ SNAPSHOT = {
         {
             "name": "t/ns/0x00000000_0x40000000",
             "owner": "broker-1",
-            "shortTerm": {"msgThroughputIn": 62914560, "msgThroughputOut": 62914560},
+            "shortTerm": {
+                "msgRateIn": 600,
+                "msgRateOut": 600,
+                "msgThroughputIn": 62914560,
+                "msgThroughputOut": 62914560,
+            },
         },
         {
             "name": "t/ns/0x40000000_0x80000000",
             "owner": "broker-1",
-            "shortTerm": {"msgThroughputIn": 41943040, "msgThroughputOut": 41943040},
+            "shortTerm": {
+                "msgRateIn": 400,
+                "msgRateOut": 400,
+                "msgThroughputIn": 41943040,
+                "msgThroughputOut": 41943040,
+            },
         },
         {"name": "t/ns/0x80000000_0xc0000000", "owner": "broker-2"},
         {"name": "t/ns/0xc0000000_0xffffffff", "owner": None},

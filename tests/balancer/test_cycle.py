@@ -26,6 +26,7 @@ from balancer.cycle import (
 from balancer.decisions import METRIC_UNITS, Reason
 from balancer.errors import BalancerError, UnknownStrategy
 from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage
+from balancer.load_model import LoadModel
 from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 from tests.balancer import scenarios
@@ -394,17 +395,23 @@ def test_a_plan_is_applied_exactly_once():
     assert again == owners
 
 
-def test_prediction_moves_bandwidth_and_a_share_of_cpu():
-    rates = MessageRates(0, 0, 50 * MIB, 50 * MIB)
+def test_prediction_moves_bandwidth_and_the_models_cpu():
+    """The plan's prediction is the load model's (issue 24, item 4): a bundle takes its
+    throughput and its message rate × the CPU one message costs; the rest of its source's CPU is
+    background and stays. ``a``: 80 % CPU for 1,000 msg/s; ``b``: 10 % for 1,000 msg/s, so one
+    msg/s costs 0.01 % and ``a`` has 70 % of background."""
+    rates = MessageRates(250, 250, 50 * MIB, 50 * MIB)
     a = BrokerLoad(
         "a",
         cpu=ResourceUsage(80, 100),
         bandwidth_in=ResourceUsage(100 * MIB, 1000 * MIB),
-        rates=MessageRates(0, 0, 100 * MIB, 100 * MIB),
+        rates=MessageRates(500, 500, 100 * MIB, 100 * MIB),
         reported_at=NOW,
     )
-    b = BrokerLoad("b", cpu=ResourceUsage(0, 100), reported_at=NOW)
-    c = BrokerLoad("c", reported_at=NOW)  # no rates at all: no CPU share
+    b = BrokerLoad(
+        "b", cpu=ResourceUsage(10, 100), rates=MessageRates(500, 500, 0, 0), reported_at=NOW
+    )
+    c = BrokerLoad("c", reported_at=NOW)  # no rates at all
     bundles = {"t/n/1": BundleLoad("t/n/1", "a", rates), "t/n/2": BundleLoad("t/n/2", "c", rates)}
     snap = ClusterSnapshot(NOW, {"a": a, "b": b, "c": c}, bundles)
     moves = [
@@ -415,8 +422,14 @@ def test_prediction_moves_bandwidth_and_a_share_of_cpu():
         Action(ActionKind.UNLOAD, "t/n/2", "c", None, "x", "", veto=Reason.COOL_DOWN),
     ]
     after = predict(snap, PulsarConfig().weights, ["a", "b"], moves)
-    assert after.brokers["a"] == pytest.approx(0.4)  # half its throughput: half its CPU
-    assert after.brokers["b"] == pytest.approx(0.4)
+    assert after.brokers["a"] == pytest.approx(0.75)  # 80 % less 500 msg/s × 0.01 %
+    assert after.brokers["b"] == pytest.approx(0.15)
+    # FulcrumShedder's own model predicts the same figures for the same move.
+    model = LoadModel.of(snap, ["a", "b"], PulsarConfig().weights)
+    load = model.load.copy()
+    load[0] -= model.bundle_load[0]
+    load[1] += model.bundle_load[0]
+    assert model.usage(load).tolist() == pytest.approx([0.75, 0.15])
     assert LoadStats.of({}).as_dict() == {
         "avgUsage": 0.0,
         "std": 0.0,
