@@ -47,7 +47,7 @@ from balancer.decisions import METRIC_UNITS, Placement, Reason, SheddingDecision
 from balancer.errors import BalancerError, ImpossibleSplit
 from balancer.hashing import format_hash
 from balancer.load import ResourceWeights
-from balancer.load_model import trusted_cost
+from balancer.load_model import bundle_loads, trusted_costs
 from balancer.placement.batch import place_many
 from balancer.placement.place import filter_candidates
 from balancer.registry import (
@@ -1084,13 +1084,14 @@ def predict(
 
     A moved bundle takes with it what the load model (``balancer.load_model``) says it weighs:
     its short-term throughput in and out (bytes/s, against each broker's bandwidth limits) and
-    its short-term message rate × the CPU one message costs (``trusted_cost``); a broker's
+    its short-term message rate × the CPU one message costs (``trusted_costs``; its throughput
+    × the CPU one byte/s costs when it reports no message rate); a broker's
     background and memory stay. The same figures as FulcrumShedder's own prediction, so that a
     decision shows one set of numbers. A bundle unloaded and not placed leaves its source only.
     Usage is Pulsar's weighted max in float32 percentages, as ``BrokerLoad.weighted_max_usage``.
     """
     usage = snapshot.weighted_usage(weights)
-    cost = trusted_cost(snapshot, [n for n in serving if n in snapshot.brokers], weights)
+    cost = trusted_costs(snapshot, [n for n in serving if n in snapshot.brokers], weights)
     deltas: dict[str, list[float]] = {}  # broker -> [cpu, bandwidth in, bandwidth out]
     sources: dict[str, str] = {}
     for action in actions:
@@ -1132,10 +1133,11 @@ def _shift(
     sign: float,
     deltas: dict[str, list[float]],
     origin: str | None,
-    cost: float | None = None,
+    cost: tuple[float, float] | None = None,
 ) -> None:
     """Move ``bundle``'s load onto (``sign`` 1) or off (−1) ``broker``: its throughput, and its
-    CPU — msg rate × ``cost`` when given (the load model), else its share of ``origin``'s."""
+    CPU — the load model's (``bundle_loads``) with ``cost`` (per msg/s, per byte/s) when given,
+    else its share of ``origin``'s."""
     load = snapshot.bundles.get(bundle)
     if load is None:
         return
@@ -1143,7 +1145,13 @@ def _shift(
     cpu = 0.0
     source = snapshot.brokers.get(origin) if origin else None
     if cost is not None:
-        cpu = rates.msg_rate * cost
+        fields = [
+            rates.msg_rate_in,
+            rates.msg_rate_out,
+            rates.msg_throughput_in,
+            rates.msg_throughput_out,
+        ]
+        cpu = float(bundle_loads(np.asarray(fields), *cost)[0, 0])
     elif source is not None:
         # The bundle's share of its source's CPU: by message rate, else by throughput.
         if source.rates.msg_rate > 0 and rates.msg_rate > 0:

@@ -124,31 +124,50 @@ def cpu_per_msg(
     return 0.0 if best == np.inf else float(best)
 
 
-def trusted_cost(
-    snapshot: ClusterSnapshot, brokers: Sequence[str], weights: ResourceWeights
+def cpu_per_byte(
+    snapshot: ClusterSnapshot, brokers: Sequence[str], distrusted: frozenset[str] = frozenset()
 ) -> float:
-    """``cpu_per_msg`` over ``brokers`` but those whose CPU reading is quarantined
-    (``implausible``): the CPU one msg/s costs, percent of one core per msg/s."""
+    """The CPU one byte/s costs (percent of one core per byte/s), for bundles that report no
+    message rate: the least ``cpu usage / throughput`` (in + out) over ``brokers`` that
+    report throughput, but those whose CPU reading is ``distrusted``; 0 when none does."""
+    best = np.inf
+    for name in brokers:
+        broker = snapshot.brokers[name]
+        if name in distrusted or not math.isfinite(broker.cpu.usage):
+            continue
+        if broker.rates.throughput > 0:
+            best = min(best, broker.cpu.usage / broker.rates.throughput)
+    return 0.0 if best == np.inf else float(best)
+
+
+def trusted_costs(
+    snapshot: ClusterSnapshot, brokers: Sequence[str], weights: ResourceWeights
+) -> tuple[float, float]:
+    """(``cpu_per_msg``, ``cpu_per_byte``) over ``brokers`` but those whose CPU reading is
+    quarantined (``implausible``): percent of one core per msg/s, and per byte/s."""
     names = tuple(sorted(brokers))
     if not names:
-        return 0.0
+        return 0.0, 0.0
     every_usage, every_limit = snapshot.resource_arrays()
     order = {name: i for i, name in enumerate(snapshot.brokers)}
     picked = np.asarray([order[n] for n in names], dtype=np.int64)
     w = np.asarray([getattr(weights, r) for r in RESOURCES], dtype=np.float64)
     _, quarantined = implausible(names, every_usage[picked], every_limit[picked], w)
-    return cpu_per_msg(
-        snapshot, names, frozenset(q.broker for q in quarantined if q.resource == "cpu")
-    )
+    off = frozenset(q.broker for q in quarantined if q.resource == "cpu")
+    return cpu_per_msg(snapshot, names, off), cpu_per_byte(snapshot, names, off)
 
 
-def bundle_loads(short_term: np.ndarray, cost: float) -> np.ndarray:
+def bundle_loads(short_term: np.ndarray, cost: float, cost_per_byte: float = 0.0) -> np.ndarray:
     """(n, 5) bundles' load per resource from their (n, 4) short-term rates (msg/s in and
     out, bytes/s in and out, ``RATE_FIELDS`` order): CPU = msg rate × ``cost`` (percent of one
-    core per msg/s), bandwidth in/out = throughput in/out, no memory."""
+    core per msg/s) — for a bundle that reports no message rate, its throughput ×
+    ``cost_per_byte`` —, bandwidth in/out = throughput in/out, no memory."""
     rates = np.asarray(short_term, dtype=np.float64).reshape(-1, 4)
     out = np.zeros((len(rates), 5), dtype=np.float64)
-    out[:, CPU] = (rates[:, 0] + rates[:, 1]) * cost
+    messages = rates[:, 0] + rates[:, 1]
+    out[:, CPU] = np.where(
+        messages > 0, messages * cost, (rates[:, 2] + rates[:, 3]) * cost_per_byte
+    )
     out[:, BANDWIDTH_IN] = rates[:, 2]
     out[:, BANDWIDTH_OUT] = rates[:, 3]
     return out
@@ -169,6 +188,7 @@ class LoadModel:
         rows: the table rows of the bundles the modelled brokers own.
         owner: each row's broker (a position in ``names``).
         bundle_load: (rows, 5) each bundle's load per resource.
+        cost_per_byte: the CPU one byte/s costs, for bundles without a message rate.
         quarantined: the readings not trusted (``implausible``): their background is 0, so
             the broker's usage of that resource is its bundles' load alone.
     """
@@ -183,6 +203,7 @@ class LoadModel:
     rows: np.ndarray
     owner: np.ndarray
     bundle_load: np.ndarray
+    cost_per_byte: float = 0.0
     quarantined: tuple[Quarantine, ...] = field(default=())
 
     @classmethod
@@ -203,9 +224,10 @@ class LoadModel:
         picked = np.asarray([order[n] for n in names], dtype=np.int64)
         usage, limits = every_usage[picked], every_limit[picked]
         distrusted, quarantined = implausible(names, usage, limits, w)
+        cpu_off = frozenset(q.broker for q in quarantined if q.resource == "cpu")
         if cost is None:
-            cpu_off = frozenset(q.broker for q in quarantined if q.resource == "cpu")
             cost = cpu_per_msg(snapshot, names, cpu_off)
+        per_byte = cpu_per_byte(snapshot, names, cpu_off)
         table = snapshot.table
         position = snapshot.owner_positions()
         remap = np.full(len(snapshot.brokers) + 1, -1, dtype=np.int64)
@@ -213,7 +235,7 @@ class LoadModel:
         owner = remap[position]  # -1 (unowned, position -1) maps to remap[-1] = -1
         rows = np.flatnonzero(owner >= 0)
         owner = owner[rows]
-        bundle_load = bundle_loads(table.short_term[rows], cost)
+        bundle_load = bundle_loads(table.short_term[rows], cost, per_byte)
         load = np.zeros((len(names), 5), dtype=np.float64)
         for column in (CPU, BANDWIDTH_IN, BANDWIDTH_OUT):
             load[:, column] = np.bincount(
@@ -226,7 +248,18 @@ class LoadModel:
         )
         background[~np.isfinite(background)] = 0.0
         return cls(
-            names, index, limits, background, load, w, cost, rows, owner, bundle_load, quarantined
+            names,
+            index,
+            limits,
+            background,
+            load,
+            w,
+            cost,
+            rows,
+            owner,
+            bundle_load,
+            per_byte,
+            quarantined,
         )
 
     def level(self) -> float:

@@ -189,7 +189,9 @@ def fulcrum_least_predicted_usage(
     def load_of(name: str) -> np.ndarray:
         rates = snapshot.bundles[name].short_term
         fields = [getattr(rates, f) for f in RATE_FIELDS]
-        return np.asarray(bundle_loads(np.asarray(fields), model.cost)[0], dtype=np.float64)
+        return np.asarray(
+            bundle_loads(np.asarray(fields), model.cost, model.cost_per_byte)[0], dtype=np.float64
+        )
 
     extra = np.zeros_like(model.load)
     for other, owner in preallocated.items():

@@ -671,6 +671,11 @@ def test_a_figure_per_broker_is_a_column_of_the_rule_s_table(cluster, client, vi
     )
     client.force_login(viewer)
     page = client.get(f"/decisions/{shed.pk}/").content.decode()
-    assert "<th>usage</th><th>predicted</th>" in page
-    assert "<td><code>0.4</code></td>" in page
+    # The plan's figures lead (none stored here: "—"); the shedder's usage follows, in %; its
+    # own "predicted" gives way to the plan's after (one set of numbers per decision).
+    assert (
+        "<th>before</th><th>after (predicted)</th><th>observed (next tick)</th><th>usage</th></tr>"
+    ) in page
+    assert "<td>50.0 %</td>" in page
+    assert "<th>predicted</th>" not in page
     assert "<th>elsewhere</th>" in page  # not the table's brokers: a figure of its own
