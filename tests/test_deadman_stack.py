@@ -22,6 +22,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -89,14 +90,27 @@ class Stack:
         raise AssertionError("control was not taken, or the loop did not tick\n" + self.said())
 
 
-@pytest.fixture
-def stack(tmp_path):
+# The stack's settings for these tests: fast observation, ticks and trace minutes.
+FAST = {
+    "FULCRUM_PULSAR_OBSERVE_S": "2",
+    "FULCRUM_TICK_INTERVAL_S": "2",
+    "FULCRUM_DEADMAN_S": str(DEADMAN_S),
+    "FULCRUM_DEADMAN_CHECK_S": "1",
+    "FULCRUM_SIM_STEP_S": "1",
+}
+
+
+@contextlib.contextmanager
+def stack_environment(folder: Path, settings: dict[str, str]) -> Iterator[Stack]:
+    """``make run``'s environment on private ports and files under ``folder`` (a private Redis
+    started, the database migrated and seeded with the demo), with ``settings`` over it; the
+    processes are the caller's to start (honcho, or Procfile lines)."""
     redis_port = free_port()
     pulsar_port = free_port_block(8)  # the simulator's 8 brokers take the ports from here up
-    redis = redis_server(redis_port, tmp_path)
-    (tmp_path / "prometheus").mkdir()
-    (tmp_path / "logs").mkdir()
-    database = tmp_path / "stack.sqlite3"
+    redis = redis_server(redis_port, folder)
+    (folder / "prometheus").mkdir()
+    (folder / "logs").mkdir()
+    database = folder / "stack.sqlite3"
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -104,19 +118,15 @@ def stack(tmp_path):
         "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
         "FULCRUM_DEMO": "1",
         "DJANGO_SETTINGS_MODULE": "console.settings",
-        "FULCRUM_VAR_DIR": str(tmp_path),
-        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
+        "FULCRUM_VAR_DIR": str(folder),
+        "PROMETHEUS_MULTIPROC_DIR": str(folder / "prometheus"),
         "FULCRUM_PULSAR_URL": f"http://127.0.0.1:{pulsar_port}",
         "FULCRUM_PULSAR_TOKEN": TOKEN,
-        "FULCRUM_PULSAR_OBSERVE_S": "2",
         "FULCRUM_PULSAR_TAKE_CONTROL_AT_START": "1",
-        "FULCRUM_TICK_INTERVAL_S": "2",
-        "FULCRUM_DEADMAN_S": str(DEADMAN_S),
-        "FULCRUM_DEADMAN_CHECK_S": "1",
-        "FULCRUM_SIM_STEP_S": "1",
         "FULCRUM_RESTART_PAUSE_S": "1",
         "FULCRUM_LOG_LEVEL": "INFO",
         "PULSAR_PORT": str(pulsar_port),
+        **settings,
     }
     for command in (["migrate", "--noinput", "-v0"], ["seed_demo"]):
         subprocess.run(
@@ -133,13 +143,19 @@ def stack(tmp_path):
             database,
             pulsar_port,
             f"http://127.0.0.1:{pulsar_port}",
-            tmp_path / "logs",
+            folder / "logs",
             redis,
         )
     finally:
         if redis.poll() is None:
             redis.terminate()
             redis.wait(timeout=10)
+
+
+@pytest.fixture
+def stack(tmp_path):
+    with stack_environment(tmp_path, FAST) as running:
+        yield running
 
 
 def _celery_worker(root: int) -> int:
