@@ -455,7 +455,9 @@ def plan_cycle(
         state_out[placement_name] = placement_state
     actions += _drained(snapshot, actions, lost)
     moving = {a.target for a in actions if a.kind == ActionKind.UNLOAD and a.is_planned}
-    if decision is not None and decision.splits:
+    if decision is not None and decision.splits and config.safety.is_auto_split_enabled:
+        # A shedder's "too big to move" is a split only where automatic splits are on; else
+        # the shedder's skip (SoleBundle) says it, for an operator to split.
         splits = _strategy_splits(snapshot, config, decision, moving, now)
         actions += splits
         moving |= {a.target for a in splits}
@@ -917,14 +919,17 @@ def _strategy_splits(
     now: Seconds,
 ) -> list[Action]:
     """The splits a shedder asked for (a bundle too big to move), cut with the configured
-    algorithm; a bundle that moves this cycle, is blacklisted, in its cool-down, or whose
-    namespace has ``loadBalancerNamespaceMaximumBundles`` already is left alone."""
+    algorithm, when automatic splits are on; a bundle that moves this cycle, is idle (no
+    message rate, no throughput), blacklisted, in its cool-down, or whose namespace has
+    ``loadBalancerNamespaceMaximumBundles`` already is left alone."""
     out = []
     name = get_split_algorithm(config.strategies.split_algorithm)[0]
     for bundle in decision.splits:
         load = snapshot.bundles.get(bundle)
         if load is None or bundle in moving:
             continue
+        if load.short_term.msg_rate <= 0 and load.short_term.throughput <= 0:
+            continue  # idle: no load for a split to divide (Pulsar would find no boundary)
         namespace = namespace_of_bundle(bundle)
         if sum(snapshot.bundle_counts(namespace).values()) >= config.pulsar.namespace_max_bundles:
             continue

@@ -934,7 +934,17 @@ def decision_explained(decision: Decision) -> dict[str, Any]:
             and not a.get("candidates")
             and a.get("reason") not in ("Operator", "StrategyDestination")
         ),
-        "skipped": shedding.get("skipped", []),
+        "skipped": [
+            {
+                # As Skip.as_dict stores it ({"broker" or "bundle": name}).
+                "kind": "broker" if "broker" in entry else "bundle",
+                "name": entry.get("broker") or entry.get("bundle") or entry.get("name") or "",
+                "reason": entry.get("reason", ""),
+                "detail": entry.get("detail", ""),
+            }
+            for entry in shedding.get("skipped", [])
+            if isinstance(entry, dict)
+        ],
         "stale": details.get("stale", []),
         "lost": details.get("lost", []),
         "pending": details.get("pending", []),
@@ -1067,6 +1077,8 @@ def _rule(
     by_broker: dict[str, dict[str, Any]] = {}  # figure -> broker -> a number
     stats = shedding.get("stats") or {}
     for name, value in stats.items():
+        if name == "quarantined":
+            continue  # each one is a skip of its own (ImplausibleReading), with its words
         tables = (
             isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values())
         )

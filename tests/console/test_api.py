@@ -397,7 +397,7 @@ def test_a_decision_page_explains_the_plan(owned, operator_client, client, opera
         details={
             "shedding": {
                 "reason": "Overloaded",
-                "skipped": [{"kind": "broker", "name": "broker-2", "reason": "NoBundles"}],
+                "skipped": [{"broker": "broker-2", "reason": "NoBundles"}],  # Skip.as_dict
                 "stats": {
                     "threshold": 0.1,
                     "avgUsage": 0.123456789,

@@ -124,8 +124,12 @@ def too_big():
     )
 
 
+# Automatic splits on (Fulcrum's default is off): a shedder's "too big to move" is a split.
+SPLITTING = SafetyConfig(bundle_cool_down_s=0, is_auto_split_enabled=True)
+
+
 def test_a_bundle_bigger_than_the_gap_is_split_not_bounced():
-    plans, _ = cycles(too_big(), 3)
+    plans, _ = cycles(too_big(), 3, config(safety=SPLITTING))
     assert not any(p.planned(ActionKind.UNLOAD) for p in plans)
     skips = plans[0].shedding.skipped
     assert any(s.reason == Reason.SOLE_BUNDLE and "split instead" in s.detail for s in skips)
@@ -137,17 +141,22 @@ def test_a_bundle_bigger_than_the_gap_is_split_not_bounced():
     )
     assert split.boundaries == (0x08000000,)  # range_equally_divide
     assert "too big to move" in split.explanation
+    # Automatic splits off (the default): the skip says it, nothing is split or moved.
+    off = plan_cycle(too_big(), config(), {})
+    assert not off.planned(ActionKind.SPLIT)
+    assert not off.planned(ActionKind.UNLOAD)
+    assert any(s.reason == Reason.SOLE_BUNDLE for s in off.shedding.skipped)
 
 
 def test_a_bundle_too_big_to_move_is_not_split_when_it_may_not_be():
     snap = too_big()
     name = "t/ns/0x00000000_0x10000000"
-    blacklisted = replace(config(), safety=SafetyConfig(bundle_cool_down_s=0, blacklist=("t/*",)))
+    blacklisted = replace(config(), safety=replace(SPLITTING, blacklist=("t/*",)))
     assert not plan_cycle(snap, blacklisted, {}).planned(ActionKind.SPLIT)
-    full = replace(config(), pulsar=replace(PULSAR, namespace_max_bundles=2))
+    full = replace(config(safety=SPLITTING), pulsar=replace(PULSAR, namespace_max_bundles=2))
     assert not plan_cycle(snap, full, {}).planned(ActionKind.SPLIT)
     by_positions = replace(
-        config(),
+        config(safety=SPLITTING),
         strategies=Strategies("FulcrumShedder", "FulcrumPlacement", "specified_positions_divide"),
     )
     (refused,) = plan_cycle(snap, by_positions, {}).vetoed
@@ -160,6 +169,13 @@ def test_a_bundle_too_big_to_move_is_not_split_when_it_may_not_be():
     asked = SheddingDecision((), Reason.BALANCED, splits=(name, "t/ns/gone"), strategy="x")
     assert _strategy_splits(snap, config(), asked, {name}, NOW) == []
     assert _strategy_splits(snap, blacklisted, asked, set(), NOW) == []  # vetoed: blacklisted
+    # An idle bundle (no message rate, no throughput) has nothing for a split to divide.
+    idle = replace(
+        snap,
+        bundles={**snap.bundles, name: replace(snap.bundles[name], short_term=MessageRates())},
+    )
+    assert _strategy_splits(snap, config(safety=SPLITTING), asked, set(), NOW)
+    assert _strategy_splits(idle, config(safety=SPLITTING), asked, set(), NOW) == []
 
 
 def test_a_swap_when_no_single_move_gains():
