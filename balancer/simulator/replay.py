@@ -111,6 +111,23 @@ def recorded(
     return tuple(point(sample, weights) for sample in samples)
 
 
+def observed_moves(samples: Sequence[ClusterSnapshot]) -> int:
+    """How many times a bundle changed broker across ``samples`` (oldest first): a bundle seen
+    owned by one broker and later by another (through unowned or not), whoever moved it — in
+    observe-only, Pulsar's own shedder."""
+    owners: dict[str, str] = {}
+    moves = 0
+    for sample in samples:
+        for name, bundle in sample.bundles.items():
+            if bundle.owner is None:
+                continue
+            before = owners.get(name)
+            if before is not None and before != bundle.owner:
+                moves += 1
+            owners[name] = bundle.owner
+    return moves
+
+
 def replay(
     samples: Sequence[ClusterSnapshot],
     config: CycleConfig,

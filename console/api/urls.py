@@ -32,6 +32,7 @@ urlpatterns = [
     path("decision-feed/", viewsets.decision_feed, name="api-decision-feed"),
     path("domains/", viewsets.domains, name="api-domains"),
     path("pulsar/", viewsets.pulsar, name="api-pulsar"),
+    path("pulsar/evidence/", viewsets.pulsar_evidence, name="api-pulsar-evidence"),
     path("pulsar/<int:pk>/control/", viewsets.pulsar_control, name="api-pulsar-control"),
     path("pulsar/<int:pk>/executor/", viewsets.pulsar_executor, name="api-pulsar-executor"),
     path("", include(router.urls)),

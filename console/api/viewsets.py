@@ -50,6 +50,7 @@ from console.services.config import (
     config_save,
     config_values,
     config_what_if,
+    control_evidence,
 )
 from console.services.control import (
     control_preview,
@@ -558,6 +559,17 @@ def pulsar(request: Request) -> Response:
     """The Pulsar connections, the attached one's last observation, its moves in flight and the
     latest verified (shape in ``selectors.pulsar_status``)."""
     return Response(selectors.pulsar_status())
+
+
+@extend_schema(responses=dict)
+@api_view(["GET"])
+@permission_classes([IsUser])
+def pulsar_evidence(request: Request) -> Response:
+    """Evidence before control: over the recorded load of the last hour, the balance the
+    cluster had (Pulsar's own shedder, while Fulcrum observes) and what Fulcrum's current
+    config would have given from the same loads, with both move counts (shape in
+    ``services.config.control_evidence``); 409 until two snapshots are recorded."""
+    return Response(control_evidence())
 
 
 class PulsarControlInput(serializers.Serializer):

@@ -14,11 +14,12 @@ from django.utils import timezone
 from balancer.cycle import CyclePlan, plan_cycle
 from balancer.errors import BalancerError
 from balancer.registry import console_strategy, parameter_errors
-from balancer.simulator.replay import ReplayPoint, recorded, replay, summary
+from balancer.simulator.replay import ReplayPoint, observed_moves, recorded, replay, summary
+from balancer.snapshot import ClusterSnapshot
 from balancer.wire import parse_snapshot
 from console import loadstore, selectors
 from console.access import actor_check
-from console.models import AuditEvent, BalancerConfig, ConfigVersion
+from console.models import AuditEvent, BalancerConfig, ConfigVersion, PulsarConnection
 from console.services.apply import operator_reason
 from console.services.errors import ConsoleError
 
@@ -201,6 +202,80 @@ def _points(points: tuple[ReplayPoint, ...] | list[ReplayPoint]) -> dict[str, li
     }
 
 
+def _recorded_samples(now: datetime) -> list[ClusterSnapshot]:
+    """The snapshots the ticks recorded over the last ``FULCRUM_REPLAY_WINDOW_S``, oldest first.
+
+    Raises:
+        ConsoleError: 409 when fewer than two are recorded yet.
+    """
+    since = now.timestamp() - settings.FULCRUM_REPLAY_WINDOW_S
+    samples = []
+    for document in loadstore.replay_samples(since):
+        try:
+            samples.append(parse_snapshot(document))
+        except BalancerError:
+            continue  # a sample from before a change of its shape: left out
+    if len(samples) < 2:
+        raise ConsoleError(
+            f"not enough load recorded to replay yet: {len(samples)} snapshot(s); the shedding "
+            f"tick records one every {settings.FULCRUM_REPLAY_SAMPLE_S:g} s",
+            status=409,
+        )
+    return samples
+
+
+def control_evidence(*, now: datetime | None = None) -> dict[str, Any]:
+    """Evidence before control (issue 24, item 6): over the load the ticks recorded in the last
+    ``FULCRUM_REPLAY_WINDOW_S`` seconds, the balance the cluster had — in observe-only, what
+    Pulsar's own shedder made of it — next to what Fulcrum's current config would have given
+    from the same loads (``config_replay``'s replay, from the recorded ownership), with both
+    move counts. Writes nothing.
+
+    Returns:
+        ``{"samples", "from", "to" (ISO 8601 UTC), "hours", "inControl", "observed",
+        "fulcrum"}``: ``observed`` the recorded CV and max/mean (summary and points) with
+        ``moves`` (bundles seen changing broker) and ``movesPerHour``; ``fulcrum`` the replay's
+        summary, moves and points (``ReplayResult.as_dict``), with ``strategy``.
+
+    Raises:
+        ConsoleError: 409 when fewer than two snapshots are recorded yet.
+    """
+    now = now or timezone.now()
+    config = selectors.balancer_config_get()
+    samples = _recorded_samples(now)
+    cycle = selectors.cycle_config_get(config)
+    weights = cycle.pulsar.weights
+    hours = max(samples[-1].now - samples[0].now, 1.0) / 3600
+    points = recorded(samples, weights)
+    moves = observed_moves(samples)
+    try:
+        result = replay(samples, cycle, {}, config.loop_interval_s, weights=weights)
+    except BalancerError as exc:
+        raise ConsoleError(exc.message, field=exc.field or "parameters") from None
+    fulcrum = result.as_dict()
+    del fulcrum["points"]
+    return {
+        "samples": len(samples),
+        "from": datetime.fromtimestamp(samples[0].now, UTC).isoformat(),
+        "to": datetime.fromtimestamp(samples[-1].now, UTC).isoformat(),
+        "hours": hours,
+        "inControl": PulsarConnection.objects.filter(
+            is_attached=True, mode=PulsarConnection.Mode.CONTROL
+        ).exists(),
+        "observed": {
+            **summary(points),
+            "moves": moves,
+            "movesPerHour": moves / hours,
+            **_points(points),
+        },
+        "fulcrum": {
+            **fulcrum,
+            "strategy": f"{config.shedder} + {config.placement}",
+            **_points(result.points),
+        },
+    }
+
+
 def config_replay(changes: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
     """Replay the recorded load of the last ``FULCRUM_REPLAY_WINDOW_S`` seconds through the
     offline simulator (``balancer.simulator.replay``) with the current config and with the
@@ -221,19 +296,7 @@ def config_replay(changes: dict[str, Any], *, now: datetime | None = None) -> di
     checked = config_changes_check(changes)
     now = now or timezone.now()
     config = selectors.balancer_config_get()
-    since = now.timestamp() - settings.FULCRUM_REPLAY_WINDOW_S
-    samples = []
-    for document in loadstore.replay_samples(since):
-        try:
-            samples.append(parse_snapshot(document))
-        except BalancerError:
-            continue  # a sample from before a change of its shape: left out
-    if len(samples) < 2:
-        raise ConsoleError(
-            f"not enough load recorded to replay yet: {len(samples)} snapshot(s); the shedding "
-            f"tick records one every {settings.FULCRUM_REPLAY_SAMPLE_S:g} s",
-            status=409,
-        )
+    samples = _recorded_samples(now)
     out: dict[str, Any] = {
         "samples": len(samples),
         "from": datetime.fromtimestamp(samples[0].now, UTC).isoformat(),

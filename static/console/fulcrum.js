@@ -58,6 +58,51 @@ const Fulcrum = (() => {
     return body;
   }
 
+  async function get(url) {
+    const response = await fetch(url, {credentials: "same-origin"});
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error((body.error && body.error.message) || body.detail || response.statusText);
+    return body;
+  }
+
+  // A replay's comparison: a table of each run's figures and, above one another, its CV and
+  // max / mean over time. ``runs``: [[label, run (its summary and points), colour]]; a run
+  // without moves (what was recorded) shows "—" there.
+  function replayCompare(body, chartId, runs) {
+    const fixed = (v, n) => (v === null || v === undefined ? "—" : v.toFixed(n));
+    const rows = [
+      ["median CV", (r) => fixed(r.cvMedian, 3)],
+      ["median max / mean", (r) => fixed(r.maxOverMeanMedian, 2)],
+      ["p95 max / mean", (r) => fixed(r.maxOverMeanP95, 2)],
+      ["moves (per hour)", (r) => (r.moves === undefined ? "—" : `${r.moves} (${r.movesPerHour.toFixed(1)}/h)`)],
+      ["moved back within the hour", (r) => (r.oscillations === undefined ? "—" : String(r.oscillations))],
+      ["vetoed", (r) => (r.vetoed === undefined ? "—" : String(r.vetoed))],
+      ["splits planned (not applied)", (r) => (r.splitsPlanned === undefined ? "—" : String(r.splitsPlanned))],
+      ["cycles × interval", (r) => (r.cycles === undefined ? "—" : `${r.cycles} × ${r.intervalS.toFixed(0)} s`)],
+    ];
+    body.innerHTML = "";
+    rows.forEach(([label, value]) => {
+      const tr = el("tr");
+      tr.appendChild(el("th", {}, label));
+      runs.forEach(([, r]) => tr.appendChild(el("td", {}, value(r))));
+      body.appendChild(tr);
+    });
+    const line = (r, name, color, key, axis, dotted) => ({type: "scatter", mode: "lines", name, x: r.at, y: r[key],
+      line: {color, width: dotted ? 1.5 : 2, dash: dotted ? "dot" : "solid"},
+      xaxis: "x", yaxis: axis, legendgroup: name, showlegend: axis === "y"});
+    const traces = [];
+    runs.forEach(([name, r, color], i) => {
+      traces.push(line(r, name, color, "cv", "y", i === 0), line(r, name, color, "maxOverMean", "y2", i === 0));
+    });
+    Plotly.react(chartId, traces, {
+      margin: {t: 10, r: 20, b: 40, l: 60}, height: 420, legend: {orientation: "h"}, hovermode: "x unified",
+      grid: {rows: 2, columns: 1, shared_xaxes: true},
+      xaxis: {type: "date", title: {text: "time (UTC)"}, anchor: "y2"},
+      yaxis: {title: {text: "CV of broker usage"}, rangemode: "tozero", domain: [0.55, 1]},
+      yaxis2: {title: {text: "max / mean"}, rangemode: "tozero", domain: [0, 0.45]},
+    }, {displayModeBar: false, responsive: true});
+  }
+
   // Binary units, as the core's explanations write them.
   const fmtBytes = (n) => {
     const units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -1170,39 +1215,9 @@ const Fulcrum = (() => {
           document.getElementById("replay-result").hidden = false;
           document.getElementById("replay-span").textContent =
             `${answer.samples} snapshots, ${utc(answer.from)} – ${utc(answer.to)}`;
-          const fixed = (v, n) => (v === null || v === undefined ? "—" : v.toFixed(n));
-          const runs = [answer.recorded, answer.current, answer.draft];
-          const rows = [
-            ["median CV", (r) => fixed(r.cvMedian, 3)],
-            ["median max / mean", (r) => fixed(r.maxOverMeanMedian, 2)],
-            ["p95 max / mean", (r) => fixed(r.maxOverMeanP95, 2)],
-            ["moves (per hour)", (r) => (r.moves === undefined ? "—" : `${r.moves} (${r.movesPerHour.toFixed(1)}/h)`)],
-            ["moved back within the hour", (r) => (r.oscillations === undefined ? "—" : String(r.oscillations))],
-            ["vetoed", (r) => (r.vetoed === undefined ? "—" : String(r.vetoed))],
-            ["splits planned (not applied)", (r) => (r.splitsPlanned === undefined ? "—" : String(r.splitsPlanned))],
-            ["cycles × interval", (r) => (r.cycles === undefined ? "—" : `${r.cycles} × ${r.intervalS.toFixed(0)} s`)],
-          ];
-          const body = document.querySelector("#replay-compare tbody");
-          body.innerHTML = "";
-          rows.forEach(([label, get]) => {
-            const tr = el("tr");
-            tr.appendChild(el("th", {}, label));
-            runs.forEach((r) => tr.appendChild(el("td", {}, get(r))));
-            body.appendChild(tr);
-          });
-          const line = (r, name, color, key, axis) => ({type: "scatter", mode: "lines", name, x: r.at, y: r[key],
-            line: {color, width: name === "recorded" ? 1.5 : 2, dash: name === "recorded" ? "dot" : "solid"},
-            xaxis: "x", yaxis: axis, legendgroup: name, showlegend: axis === "y"});
-          const traces = [];
-          [["recorded", answer.recorded, "#888"], ["current", answer.current, "#4e79a7"], ["draft", answer.draft, "#e15759"]]
-            .forEach(([name, r, color]) => { traces.push(line(r, name, color, "cv", "y"), line(r, name, color, "maxOverMean", "y2")); });
-          Plotly.react("replay-chart", traces, {
-            margin: {t: 10, r: 20, b: 40, l: 60}, height: 420, legend: {orientation: "h"}, hovermode: "x unified",
-            grid: {rows: 2, columns: 1, shared_xaxes: true},
-            xaxis: {type: "date", title: {text: "time (UTC)"}, anchor: "y2"},
-            yaxis: {title: {text: "CV of broker usage"}, rangemode: "tozero", domain: [0.55, 1]},
-            yaxis2: {title: {text: "max / mean"}, rangemode: "tozero", domain: [0, 0.45]},
-          }, {displayModeBar: false, responsive: true});
+          replayCompare(document.querySelector("#replay-compare tbody"), "replay-chart", [
+            ["recorded", answer.recorded, "#888"], ["current", answer.current, "#4e79a7"], ["draft", answer.draft, "#e15759"],
+          ]);
           result.textContent = "Replay done: nothing was saved or moved.";
         } catch (err) { result.className = "result error"; result.textContent = `Replay refused: ${err.message}`; }
         finally { button.disabled = false; }
@@ -1374,10 +1389,41 @@ const Fulcrum = (() => {
 
   // The Pulsar page: the attached connection, control (previewed, confirmed), the executor and
   // the moves with what verifying them found. Polled every 3 s and on every live event.
+  // The Pulsar page's evidence before control: the recorded hour, observed and replayed.
+  async function evidence() {
+    const say = document.getElementById("evidence-say");
+    const button = document.getElementById("evidence-run");
+    if (!say || !button) return;
+    button.disabled = true;
+    say.className = "muted"; say.textContent = "Replaying the last hour of recorded load with Fulcrum's current config…";
+    try {
+      const answer = await get("/api/pulsar/evidence/");
+      const who = answer.inControl ? "Observed (Fulcrum in control)" : "Observed (Pulsar's own shedder)";
+      document.getElementById("evidence-observed").textContent = who;
+      document.getElementById("evidence-fulcrum").textContent = `Fulcrum replayed (${answer.fulcrum.strategy})`;
+      document.getElementById("evidence-span").textContent =
+        `${answer.samples} snapshots, ${utc(answer.from)} – ${utc(answer.to)} (${answer.hours.toFixed(1)} h)`;
+      document.getElementById("evidence-compare").hidden = false;
+      document.getElementById("evidence-chart").hidden = false;
+      replayCompare(document.querySelector("#evidence-compare tbody"), "evidence-chart", [
+        [answer.inControl ? "observed (Fulcrum)" : "observed (Pulsar)", answer.observed, "#888"],
+        ["Fulcrum replayed", answer.fulcrum, "#4e79a7"],
+      ]);
+      const o = answer.observed.maxOverMeanMedian, f = answer.fulcrum.maxOverMeanMedian;
+      say.className = "";
+      say.textContent = (o === null || f === null) ? "Not enough load recorded to compare." :
+        `Median max / mean: ${o.toFixed(2)} observed, ${f.toFixed(2)} with Fulcrum's plans — ` +
+        `${answer.observed.moves} moves observed, ${answer.fulcrum.moves} planned by the replay.`;
+    } catch (err) { say.className = "result error"; say.textContent = `No comparison yet: ${err.message}`; }
+    finally { button.disabled = false; }
+  }
+
   function pulsar(initial, isOperator, isAdmin) {
     const result = document.getElementById("result");
     const root = document.getElementById("connection");
     let data = initial;
+    const evidenceButton = document.getElementById("evidence-run");
+    if (evidenceButton) { evidenceButton.addEventListener("click", evidence); evidence(); }
     const say = (text, cls) => { result.textContent = text; result.className = `result ${cls || ""}`; };
     const age = (iso) => iso ? `${Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000))} s ago` : "never";
     const time = (iso) => iso ? new Date(iso).toISOString().slice(11, 19) : "—";

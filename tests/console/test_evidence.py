@@ -1,0 +1,106 @@
+"""Evidence before control (issue 24, item 6): over the load the ticks recorded, the balance the
+cluster had while another balancer (Pulsar's own shedder, in observe-only) moved its bundles,
+next to what Fulcrum's current config would have given from the same loads, with both move
+counts — served by ``/api/pulsar/evidence/`` for the Pulsar page."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from rest_framework.test import APIClient
+
+from balancer.simulator.replay import observed_moves
+from console import selectors
+from console.models import Broker, Bundle
+from console.services.config import control_evidence
+from console.services.errors import ConsoleError
+from console.services.shedding import replay_record
+from tests.conftest import MIB, ingest, report
+
+# Recorded a few minutes ago: the API replays the hour before its own clock's now.
+NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+LOAD = {"msgRateIn": 500.0, "msgRateOut": 500.0, "msgThroughputIn": MIB, "msgThroughputOut": MIB}
+
+
+def _owned() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {b.name: [] for b in Broker.objects.all()}
+    for bundle in Bundle.objects.select_related("namespace", "owner"):
+        if bundle.owner:
+            out[bundle.owner.name].append(bundle.name)
+    return out
+
+
+def _record(at: datetime) -> None:
+    """Every broker reports what it owns (broker-1 hot), and the tick's recorder keeps it."""
+    for name, mine in _owned().items():
+        rate = 500.0 * len(mine)
+        doc = report(
+            name,
+            10.0 + 10.0 * len(mine),
+            bundles=mine,
+            stats={n: dict(LOAD) for n in mine},
+            timestamp=at.timestamp(),
+        )
+        ingest(doc | {"msgRateIn": rate, "msgRateOut": rate})
+    assert replay_record(selectors.cluster_snapshot_get(now=at), at)
+
+
+def test_the_hour_observed_next_to_fulcrums_replay(fulcrum_cluster, viewer, settings):
+    settings.FULCRUM_REPLAY_SAMPLE_S = 30
+    client = APIClient()
+    client.force_authenticate(viewer)
+    # Nothing recorded yet: a 409 that says why, not a page that fails.
+    answer = client.get("/api/pulsar/evidence/")
+    assert answer.status_code == 409
+    assert "not enough load recorded" in answer.json()["error"]["message"]
+    brokers = {b.name: b for b in Broker.objects.all()}
+    bundles = list(Bundle.objects.order_by("id"))
+    for bundle in bundles:
+        bundle.owner = brokers["broker-1"]
+        bundle.save()
+    _record(NOW)
+    # Another balancer moves two bundles, one a step: the recorder sees the owners change.
+    for step, (bundle, to) in enumerate(((bundles[0], "broker-2"), (bundles[1], "broker-3"))):
+        bundle.owner = brokers[to]
+        bundle.save()
+        _record(NOW + timedelta(seconds=30 * (step + 1)))
+    evidence = control_evidence(now=NOW + timedelta(minutes=2))
+    assert evidence["samples"] == 3
+    assert evidence["hours"] == pytest.approx(60 / 3600)
+    assert evidence["inControl"] is False
+    observed = evidence["observed"]
+    assert observed["moves"] == 2
+    assert observed["movesPerHour"] == pytest.approx(120)
+    assert len(observed["at"]) == 3
+    # Fulcrum's config replayed from the first recorded owners: it moves more, and the cluster
+    # ends better balanced than the other balancer left it.
+    fulcrum = evidence["fulcrum"]
+    assert fulcrum["strategy"] == "FulcrumShedder + FulcrumPlacement"
+    assert fulcrum["moves"] > observed["moves"]
+    assert fulcrum["maxOverMean"][-1] < observed["maxOverMean"][-1]
+    served = client.get("/api/pulsar/evidence/")
+    assert served.status_code == 200
+    assert served.json()["observed"]["moves"] == 2
+    # Nothing was written: the owners are the other balancer's.
+    assert Bundle.objects.filter(owner__name="broker-1").count() == len(bundles) - 2
+    with pytest.raises(ConsoleError) as err:
+        control_evidence(now=NOW + timedelta(hours=3))
+    assert err.value.status == 409
+
+
+def test_observed_moves_count_changes_of_broker_only():
+    from balancer.load import BrokerLoad, BundleLoad
+    from balancer.snapshot import ClusterSnapshot
+
+    brokers = {n: BrokerLoad(n, reported_at=0.0) for n in ("b1", "b2")}
+
+    def sample(now, owners):
+        return ClusterSnapshot(now, brokers, {n: BundleLoad(n, o) for n, o in owners.items()})
+
+    samples = [
+        sample(0.0, {"t/n/a": "b1", "t/n/b": "b1"}),
+        sample(30.0, {"t/n/a": None, "t/n/b": "b1"}),  # in transit: not a move yet
+        sample(60.0, {"t/n/a": "b2", "t/n/b": "b1"}),  # a: b1 -> b2
+        sample(90.0, {"t/n/a": "b1", "t/n/b": "b1"}),  # a: back, a move again
+    ]
+    assert observed_moves(samples) == 2
+    assert observed_moves(samples[:1]) == 0
