@@ -232,10 +232,11 @@ def control_evidence(*, now: datetime | None = None) -> dict[str, Any]:
     move counts. Writes nothing.
 
     Returns:
-        ``{"samples", "from", "to" (ISO 8601 UTC), "hours", "inControl", "observed",
-        "fulcrum"}``: ``observed`` the recorded CV and max/mean (summary and points) with
-        ``moves`` (bundles seen changing broker) and ``movesPerHour``; ``fulcrum`` the replay's
-        summary, moves and points (``ReplayResult.as_dict``), with ``strategy``.
+        ``{"samples", "from", "to" (ISO 8601 UTC), "hours", "attached" (a Pulsar cluster),
+        "inControl" (Fulcrum holds its control), "observed", "fulcrum"}``: ``observed`` the
+        recorded CV and max/mean (summary and points) with ``moves`` (bundles seen changing
+        broker) and ``movesPerHour``; ``fulcrum`` the replay's summary, moves and points
+        (``ReplayResult.as_dict``), with ``strategy``.
 
     Raises:
         ConsoleError: 409 when fewer than two snapshots are recorded yet.
@@ -248,6 +249,7 @@ def control_evidence(*, now: datetime | None = None) -> dict[str, Any]:
     hours = max(samples[-1].now - samples[0].now, 1.0) / 3600
     points = recorded(samples, weights)
     moves = observed_moves(samples)
+    attached = PulsarConnection.objects.filter(is_attached=True).only("mode").first()
     try:
         result = replay(samples, cycle, {}, config.loop_interval_s, weights=weights)
     except BalancerError as exc:
@@ -259,9 +261,8 @@ def control_evidence(*, now: datetime | None = None) -> dict[str, Any]:
         "from": datetime.fromtimestamp(samples[0].now, UTC).isoformat(),
         "to": datetime.fromtimestamp(samples[-1].now, UTC).isoformat(),
         "hours": hours,
-        "inControl": PulsarConnection.objects.filter(
-            is_attached=True, mode=PulsarConnection.Mode.CONTROL
-        ).exists(),
+        "attached": attached is not None,
+        "inControl": attached is not None and attached.mode == PulsarConnection.Mode.CONTROL,
         "observed": {
             **summary(points),
             "moves": moves,

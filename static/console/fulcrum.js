@@ -1389,6 +1389,8 @@ const Fulcrum = (() => {
 
   // The Pulsar page: the attached connection, control (previewed, confirmed), the executor and
   // the moves with what verifying them found. Polled every 3 s and on every live event.
+  const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
   // The Pulsar page's evidence before control: the recorded hour, observed and replayed.
   async function evidence() {
     const say = document.getElementById("evidence-say");
@@ -1398,22 +1400,23 @@ const Fulcrum = (() => {
     say.className = "muted"; say.textContent = "Replaying the last hour of recorded load with Fulcrum's current config…";
     try {
       const answer = await get("/api/pulsar/evidence/");
-      const who = answer.inControl ? "Observed (Fulcrum in control)" : "Observed (Pulsar's own shedder)";
-      document.getElementById("evidence-observed").textContent = who;
+      const who = !answer.attached ? "what the cluster did" : answer.inControl ? "Fulcrum in control" : "Pulsar's own shedder";
+      document.getElementById("evidence-observed").textContent = `Observed (${who})`;
       document.getElementById("evidence-fulcrum").textContent = `Fulcrum replayed (${answer.fulcrum.strategy})`;
       document.getElementById("evidence-span").textContent =
-        `${answer.samples} snapshots, ${utc(answer.from)} – ${utc(answer.to)} (${answer.hours.toFixed(1)} h)`;
+        `${answer.samples} snapshots, ${utc(answer.from)} – ${utc(answer.to)} (` +
+        (answer.hours < 1 ? `${Math.round(answer.hours * 60)} min)` : `${answer.hours.toFixed(1)} h)`);
       document.getElementById("evidence-compare").hidden = false;
       document.getElementById("evidence-chart").hidden = false;
       replayCompare(document.querySelector("#evidence-compare tbody"), "evidence-chart", [
-        [answer.inControl ? "observed (Fulcrum)" : "observed (Pulsar)", answer.observed, "#888"],
+        [`observed (${who})`, answer.observed, "#888"],
         ["Fulcrum replayed", answer.fulcrum, "#4e79a7"],
       ]);
       const o = answer.observed.maxOverMeanMedian, f = answer.fulcrum.maxOverMeanMedian;
       say.className = "";
       say.textContent = (o === null || f === null) ? "Not enough load recorded to compare." :
         `Median max / mean: ${o.toFixed(2)} observed, ${f.toFixed(2)} with Fulcrum's plans — ` +
-        `${answer.observed.moves} moves observed, ${answer.fulcrum.moves} planned by the replay.`;
+        `${plural(answer.observed.moves, "move")} observed, ${plural(answer.fulcrum.moves, "move")} planned by the replay.`;
     } catch (err) { say.className = "result error"; say.textContent = `No comparison yet: ${err.message}`; }
     finally { button.disabled = false; }
   }

@@ -97,3 +97,56 @@ class TestQuarantineInBrowser(ChannelsLiveServerTestCase):
             )
             page.screenshot(path=str(SHOTS / "decision-one-set-of-numbers.png"), full_page=True)
             browser.close()
+
+
+@pytest.mark.browser
+class TestEvidenceInBrowser(ChannelsLiveServerTestCase):
+    serve_static = True
+
+    def setUp(self):
+        assert shutil.which(CHROMIUM), "make test installs Debian's chromium"
+        cluster_seed(SMALL)
+        user = User.objects.create_user("alice", password="s3cret-pass")
+        user.groups.add(Group.objects.get_or_create(name=OPERATORS_GROUP)[0])
+
+    def test_the_pulsar_page_compares_the_recorded_hour_with_fulcrums_replay(self):
+        from datetime import timedelta
+
+        from django.utils import timezone
+        from playwright.sync_api import expect, sync_playwright
+
+        from tests.console.test_evidence import _record
+
+        brokers = {b.name: b for b in Broker.objects.all()}
+        bundles = list(Bundle.objects.order_by("id"))
+        for bundle in bundles:
+            bundle.owner = brokers["broker-1"]
+            bundle.save()
+        start = timezone.now() - timedelta(minutes=5)
+        with self.settings(FULCRUM_REPLAY_SAMPLE_S=30):
+            _record(start)
+            bundles[0].owner = brokers["broker-2"]  # another balancer moves one bundle
+            bundles[0].save()
+            _record(start + timedelta(seconds=30))
+            _record(start + timedelta(seconds=60))
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+            page = login(browser, self.live_server_url, "alice", "s3cret-pass")
+            page.goto(f"{self.live_server_url}/pulsar/")
+            table = page.locator("#evidence-compare")
+            expect(table).to_be_visible(timeout=15_000)
+            # No Pulsar cluster attached here: the moves are what the cluster did.
+            expect(page.locator("#evidence-observed")).to_have_text(
+                "Observed (what the cluster did)"
+            )
+            moves = table.locator("tr", has_text="moves (per hour)")
+            expect(moves.locator("td").first).to_have_text("1 (60.0/h)")
+            expect(page.locator("#evidence-say")).to_contain_text("1 move observed")
+            expect(page.locator("#evidence-span")).to_contain_text("(1 min)")
+            page.wait_for_function(
+                "document.querySelector('#evidence-chart .main-svg') !== null", timeout=10_000
+            )
+            page.locator("#evidence").scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "pulsar-evidence.png"), full_page=True)
+            browser.close()

@@ -66,7 +66,7 @@ def test_the_hour_observed_next_to_fulcrums_replay(fulcrum_cluster, viewer, sett
     evidence = control_evidence(now=NOW + timedelta(minutes=2))
     assert evidence["samples"] == 3
     assert evidence["hours"] == pytest.approx(60 / 3600)
-    assert evidence["inControl"] is False
+    assert (evidence["attached"], evidence["inControl"]) == (False, False)
     observed = evidence["observed"]
     assert observed["moves"] == 2
     assert observed["movesPerHour"] == pytest.approx(120)
