@@ -5,9 +5,9 @@ unmovable background plus the load of its bundles) and moves, one at a time, the
 move lowers the peak usage of its two brokers the most — from one of the hottest brokers
 (above the mean) to one of the coolest — as long as that predicted gain is at least the
 minimum gain; below it, a broker more than ``SETTLE_BAND`` (2 %) above the level the cluster
-could reach still sheds, hottest first, in steps of any gain (how many small bundles spread
-over brokers that joined). When no move qualifies it tries a swap (a bundle each way between
-the hottest and the coolest broker). A bundle that alone weighs more than the gap it would
+could reach still sheds, hottest first, in steps of any gain above ``MIN_STEP`` (1 % of the
+level: how many small bundles spread over brokers that joined). When no move qualifies it
+tries a swap (a bundle each way between the hottest and the coolest broker). A bundle that alone weighs more than the gap it would
 close is too big to move: it is named for a split instead of being bounced between brokers.
 
 Why this shape (measured on the offline simulator's trace day, see the README's quality table):
@@ -69,8 +69,10 @@ HOUR: Final = 3600.0
 # ×4 scale-out at 1.07× the optimum at 15 %); 2 %: 1 % made the trace day's noise move a
 # quarter more bundles for 0.008× (tests.benchmarks.scenarios and quality, README).
 SETTLE_BAND: Final = 0.02
-# The least gain of a step towards the level (a fraction of usage): below it a move is noise.
-MIN_STEP: Final = 0.001
+# The least gain of a step towards the level, a fraction of the level: below it a move is
+# noise (1 %: the trace day's brokers, noisy, moved half as many bundles again at 0.1 % of usage
+# for the same balance; the generated families are the same at either).
+MIN_STEP: Final = 0.01
 # Bundles too big to move that a cycle asks to split, at most.
 MAX_SPLITS: Final = 1
 # The least per-cycle move budget when it is derived from the cluster's size.
@@ -164,7 +166,7 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
         if move is None or move.gain < pulsar.fulcrum_min_gain_fraction:
             # No move gains enough: one that takes a broker above the level the cluster could
             # reach towards it without taking its destination above that level.
-            move = search.toward(load, usage, settled)
+            move = search.toward(load, usage, settled, MIN_STEP * level)
         if move is None:
             swap = None
             if len(unloads) + 2 <= budget:
@@ -333,11 +335,14 @@ class _Search:
             too_big.discard(best.row)
         return best
 
-    def toward(self, load: np.ndarray, usage: np.ndarray, settled: float) -> _Move | None:
+    def toward(
+        self, load: np.ndarray, usage: np.ndarray, settled: float, least: float
+    ) -> _Move | None:
         """A step towards the level: from the hottest broker above ``settled`` that has one
         (hottest first, among ``SOURCES``), the move of one of its bundles to one of the
-        coolest brokers that lowers the higher usage of the two the most (any gain); None when
-        no broker above ``settled`` has such a move."""
+        coolest brokers that lowers the higher usage of the two the most, by more than
+        ``least`` (a fraction of usage); None when no broker above ``settled`` has such a
+        move."""
         order = np.argsort(-usage, kind="stable")
         cool = [int(i) for i in np.argsort(usage, kind="stable")[:DESTINATIONS]]
         for source in (int(i) for i in order[:SOURCES]):
@@ -355,7 +360,7 @@ class _Search:
                 after = self.model.broker_usage(destination, load[destination] + delta)
                 gains = usage[source] - np.maximum(after_source, after)
                 for k in np.argsort(-gains, kind="stable").tolist():
-                    if gains[k] <= MIN_STEP or (best is not None and gains[k] <= best.gain):
+                    if gains[k] <= least or (best is not None and gains[k] <= best.gain):
                         break
                     if not self.allowed(rows[k], destination):
                         continue
