@@ -1096,18 +1096,15 @@ def predict(
     Usage is Pulsar's weighted max in float32 percentages, as ``BrokerLoad.weighted_max_usage``.
     """
     usage = snapshot.weighted_usage(weights)
-    cost = trusted_costs(snapshot, [n for n in serving if n in snapshot.brokers], weights)
+    cost = trusted_costs(snapshot, [n for n in serving if n in snapshot.brokers])
     deltas: dict[str, list[float]] = {}  # broker -> [cpu, bandwidth in, bandwidth out]
-    sources: dict[str, str] = {}
     for action in actions:
         if not action.is_planned:
             continue
         if action.kind == ActionKind.UNLOAD and action.source:
-            sources[action.target] = action.source
-            _shift(snapshot, action.target, action.source, -1.0, deltas, action.source, cost)
+            _shift(snapshot, action.target, action.source, -1.0, deltas, cost)
         elif action.kind == ActionKind.PLACE and action.destination:
-            origin = sources.get(action.target)
-            _shift(snapshot, action.target, action.destination, 1.0, deltas, origin, cost)
+            _shift(snapshot, action.target, action.destination, 1.0, deltas, cost)
     after = {n: usage[n] for n in serving}
     touched = [n for n in deltas if n in after]
     if touched:
@@ -1137,35 +1134,21 @@ def _shift(
     broker: str,
     sign: float,
     deltas: dict[str, list[float]],
-    origin: str | None,
-    cost: tuple[float, float] | None = None,
+    cost: tuple[float, float],
 ) -> None:
     """Move ``bundle``'s load onto (``sign`` 1) or off (−1) ``broker``: its throughput, and its
-    CPU — the load model's (``bundle_loads``) with ``cost`` (per msg/s, per byte/s) when given,
-    else its share of ``origin``'s."""
+    CPU by the load model (``bundle_loads`` with ``cost``: per msg/s, per byte/s)."""
     load = snapshot.bundles.get(bundle)
     if load is None:
         return
     rates = load.short_term
-    cpu = 0.0
-    source = snapshot.brokers.get(origin) if origin else None
-    if cost is not None:
-        fields = [
-            rates.msg_rate_in,
-            rates.msg_rate_out,
-            rates.msg_throughput_in,
-            rates.msg_throughput_out,
-        ]
-        cpu = float(bundle_loads(np.asarray(fields), *cost)[0, 0])
-    elif source is not None:
-        # The bundle's share of its source's CPU: by message rate, else by throughput.
-        if source.rates.msg_rate > 0 and rates.msg_rate > 0:
-            share = rates.msg_rate / source.rates.msg_rate
-        elif source.rates.throughput > 0:
-            share = rates.throughput / source.rates.throughput
-        else:
-            share = 0.0
-        cpu = source.cpu.usage * min(1.0, share)
+    fields = [
+        rates.msg_rate_in,
+        rates.msg_rate_out,
+        rates.msg_throughput_in,
+        rates.msg_throughput_out,
+    ]
+    cpu = float(bundle_loads(np.asarray(fields), *cost)[0, 0])
     delta = deltas.setdefault(broker, [0.0, 0.0, 0.0])
     delta[0] += sign * cpu
     delta[1] += sign * rates.msg_throughput_in
@@ -1182,7 +1165,8 @@ def reassign(
 ) -> ClusterSnapshot:
     """``snapshot`` with its bundles owned as ``owners`` says, each broker's load moved with
     them by the load model of :func:`predict` (a bundle takes its short-term throughput in and
-    out, its message rates, its topics and its share of its recorded owner's CPU; memory stays).
+    out, its message rates, its topics and its CPU — msg rate × the CPU one message costs, or
+    throughput × the CPU one byte/s costs —; a broker's background and memory stay).
 
     ``owners`` maps bundle -> broker (None: unowned); a bundle it omits keeps its owner, an
     owner that is not a broker of the snapshot leaves the bundle unowned. ``now`` moves the
@@ -1192,6 +1176,7 @@ def reassign(
     """
     deltas: dict[str, list[float]] = {}  # broker -> [cpu, bandwidth in, bandwidth out]
     rates: dict[str, list[float]] = {}  # broker -> [msg in, msg out, bytes in, bytes out, topics]
+    cost = trusted_costs(snapshot, list(snapshot.brokers))
     bundles: dict[str, Any] = {}
     owned: dict[str, list[str]] = {name: [] for name in snapshot.brokers}
     changed = False
@@ -1213,7 +1198,7 @@ def reassign(
             for side, sign in ((old, -1.0), (new, 1.0)):
                 if side is None:
                     continue
-                _shift(snapshot, load.name, side, sign, deltas, old)
+                _shift(snapshot, load.name, side, sign, deltas, cost)
                 total = rates.setdefault(side, [0.0] * 5)
                 for i, figure in enumerate(figures):
                     total[i] += sign * figure

@@ -140,9 +140,7 @@ def cpu_per_byte(
     return 0.0 if best == np.inf else float(best)
 
 
-def trusted_costs(
-    snapshot: ClusterSnapshot, brokers: Sequence[str], weights: ResourceWeights
-) -> tuple[float, float]:
+def trusted_costs(snapshot: ClusterSnapshot, brokers: Sequence[str]) -> tuple[float, float]:
     """(``cpu_per_msg``, ``cpu_per_byte``) over ``brokers`` but those whose CPU reading is
     quarantined (``implausible``): percent of one core per msg/s, and per byte/s."""
     names = tuple(sorted(brokers))
@@ -151,8 +149,8 @@ def trusted_costs(
     every_usage, every_limit = snapshot.resource_arrays()
     order = {name: i for i, name in enumerate(snapshot.brokers)}
     picked = np.asarray([order[n] for n in names], dtype=np.int64)
-    w = np.asarray([getattr(weights, r) for r in RESOURCES], dtype=np.float64)
-    _, quarantined = implausible(names, every_usage[picked], every_limit[picked], w)
+    cpu_only = np.asarray([1.0, 0.0, 0.0, 0.0, 0.0])  # the costs are CPU's alone
+    _, quarantined = implausible(names, every_usage[picked], every_limit[picked], cpu_only)
     off = frozenset(q.broker for q in quarantined if q.resource == "cpu")
     return cpu_per_msg(snapshot, names, off), cpu_per_byte(snapshot, names, off)
 

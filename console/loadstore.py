@@ -492,6 +492,11 @@ def history_trim(ids: list[bytes]) -> None:
         client().xdel(_history_key(), *ids)
 
 
+# The replay samples this process read last (at, document): what a page shows while Redis is
+# away.
+_last_replay: list[tuple[float, dict[str, Any]]] = []
+
+
 def _replay_key() -> str:
     return f"{settings.FULCRUM_LOAD_STORE_PREFIX}replay"
 
@@ -515,15 +520,21 @@ def replay_sample_last_at() -> float | None:
 
 def replay_samples(since: float) -> list[dict[str, Any]]:
     """The recorded snapshot documents taken at or after ``since``, oldest first; an entry that
-    does not decode is left out (and logged), never raised."""
-    out = []
-    blobs: Any = client().zrangebyscore(_replay_key(), since, "+inf")
-    for blob in blobs or []:
-        try:
-            out.append(json.loads(zlib.decompress(blob)))
-        except (zlib.error, ValueError):
-            log.warning("a recorded snapshot for the replay does not decode; left out")
-    return out
+    does not decode is left out (and logged), never raised. Within ``stale_allowed``, while
+    Redis is away: those of the last read of this process."""
+
+    def read() -> list[dict[str, Any]]:
+        rows: Any = client().zrangebyscore(_replay_key(), since, "+inf", withscores=True)
+        out = []
+        for blob, at in rows or []:
+            try:
+                out.append((float(at), json.loads(zlib.decompress(blob))))
+            except (zlib.error, ValueError):
+                log.warning("a recorded snapshot for the replay does not decode; left out")
+        _last_replay[:] = out
+        return [document for _, document in out]
+
+    return _read_or_last(read, lambda: [d for at, d in _last_replay if at >= since])
 
 
 def clear() -> None:

@@ -7,8 +7,9 @@ move lowers the peak usage of its two brokers the most — from one of the hotte
 minimum gain; below it, a broker more than ``SETTLE_BAND`` (2 %) above the level the cluster
 could reach still sheds, hottest first, in steps of any gain above ``MIN_STEP`` (1 % of the
 level: how many small bundles spread over brokers that joined). When no move qualifies it
-tries a swap (a bundle each way between the hottest and the coolest broker). A bundle that alone weighs more than the gap it would
-close is too big to move: it is named for a split instead of being bounced between brokers.
+tries a swap (a bundle each way between the hottest and the coolest broker). A bundle that
+alone weighs more than the gap it would close is too big to move: it is named for a split
+instead of being bounced between brokers.
 
 Why this shape (measured on the offline simulator's trace day, see the README's quality table):
 

@@ -568,8 +568,14 @@ def pulsar_evidence(request: Request) -> Response:
     """Evidence before control: over the recorded load of the last hour, the balance the
     cluster had (Pulsar's own shedder, while Fulcrum observes) and what Fulcrum's current
     config would have given from the same loads, with both move counts (shape in
-    ``services.config.control_evidence``); 409 until two snapshots are recorded."""
-    return Response(control_evidence())
+    ``services.config.control_evidence``); until two snapshots are recorded (or while Redis is
+    away and this process read none), ``{"unavailable": why}``."""
+    try:
+        return Response(control_evidence())
+    except ConsoleError as exc:
+        if exc.status != status.HTTP_409_CONFLICT:
+            raise
+        return Response({"unavailable": exc.message})
 
 
 class PulsarControlInput(serializers.Serializer):

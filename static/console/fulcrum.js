@@ -1400,6 +1400,7 @@ const Fulcrum = (() => {
     say.className = "muted"; say.textContent = "Replaying the last hour of recorded load with Fulcrum's current config…";
     try {
       const answer = await get("/api/pulsar/evidence/");
+      if (answer.unavailable) { say.className = "muted"; say.textContent = `No comparison yet: ${answer.unavailable}.`; return; }
       const who = !answer.attached ? "what the cluster did" : answer.inControl ? "Fulcrum in control" : "Pulsar's own shedder";
       document.getElementById("evidence-observed").textContent = `Observed (${who})`;
       document.getElementById("evidence-fulcrum").textContent = `Fulcrum replayed (${answer.fulcrum.strategy})`;

@@ -86,3 +86,22 @@ def test_a_reading_that_is_not_a_number_is_quarantined():
     assert [(q.broker, q.resource) for q in model.quarantined] == [("b1", "cpu")]
     assert cpu_per_msg(snap, ["b1"]) == 0.0  # b1's NaN sets no cost
     assert all(map(float.__ne__, model.usage().tolist(), [float("nan")] * 3))
+
+
+def test_a_cost_given_is_the_models_and_a_bundle_without_messages_costs_by_its_bytes():
+    snap = _three()
+    given = LoadModel.of(snap, ["b1", "b2", "b3"], PULSAR.weights, cost=0.5)
+    assert given.cost == 0.5
+    # No message rate anywhere: the CPU one byte/s costs carries the bundles' CPU instead.
+    from balancer.load import MessageRates
+
+    quiet = replace(
+        snap,
+        bundles={
+            n: replace(b, short_term=MessageRates(0, 0, 50.0, 50.0))
+            for n, b in snap.bundles.items()
+        },
+    )
+    model = LoadModel.of(quiet, ["b1", "b2", "b3"], PULSAR.weights)
+    assert model.cost_per_byte > 0
+    assert model.bundle_load[:, 0] == pytest.approx([100.0 * model.cost_per_byte] * 6)
