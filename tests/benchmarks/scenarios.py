@@ -202,15 +202,20 @@ def measure(
     strategies: list[str],
     *,
     minutes: int = MINUTES,
-    iterations: int = 300,
+    iterations: int | None = None,
 ) -> list[Outcome]:
     """Every strategy on the family's world for each seed, against the per-cycle optimum: the
     best assignment of each cycle minute's loads (``optimum.heuristic``, ``iterations`` of
     local search), held until the next cycle as a strategy's plan is — or a strategy's own
     assignment, when its highest usage is lower. Counted from ``WARM_UP_CYCLES`` cycles after
-    the event (minute 0, or 10 for scale-in)."""
+    the event (minute 0, or 10 for scale-in). ``iterations`` defaults to 300, 30 above 2,000
+    bundles."""
     outcomes = [Outcome(family, (brokers, bundles), s) for s in strategies]
     cycles = cycle_minutes(minutes)
+    if iterations is None:
+        # The local search's passes: a minute of them per optimum above a few thousand bundles,
+        # where LPT alone is within a bundle of the best.
+        iterations = 300 if bundles <= 2_000 else 30
     for seed in seeds:
         w = world(family, brokers, bundles, seed, minutes)
         results = [quality.run(w, s) for s in strategies]
