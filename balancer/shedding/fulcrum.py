@@ -72,7 +72,8 @@ HOUR: Final = 3600.0
 SETTLE_BAND: Final = 0.02
 # The least gain of a step towards the level, a fraction of the level: below it a move is
 # noise (1 %: the trace day's brokers, noisy, moved half as many bundles again at 0.1 % of usage
-# for the same balance; the generated families are the same at either).
+# for the same balance). Not for a broker whose biggest bundle weighs less (200 brokers ×
+# 20,000 bundles: a bundle is about 0.1 % of a broker): it may only move small ones.
 MIN_STEP: Final = 0.01
 # Bundles too big to move that a cycle asks to split, at most.
 MAX_SPLITS: Final = 1
@@ -342,8 +343,8 @@ class _Search:
         """A step towards the level: from the hottest broker above ``settled`` that has one
         (hottest first, among ``SOURCES``), the move of one of its bundles to one of the
         coolest brokers that lowers the higher usage of the two the most, by more than
-        ``least`` (a fraction of usage); None when no broker above ``settled`` has such a
-        move."""
+        ``least`` (a fraction of usage; by anything when even the source's biggest bundle
+        weighs less); None when no broker above ``settled`` has such a move."""
         order = np.argsort(-usage, kind="stable")
         cool = [int(i) for i in np.argsort(usage, kind="stable")[:DESTINATIONS]]
         for source in (int(i) for i in order[:SOURCES]):
@@ -354,6 +355,11 @@ class _Search:
                 continue
             delta = self.model.bundle_load[rows]
             after_source = self.model.broker_usage(source, load[source] - delta)
+            # A source whose biggest bundle is below ``least`` (thousands of small bundles) may
+            # step by less: its load moves a small bundle at a time or not at all.
+            floor = least
+            if self.model.usage_of(delta[0], self.model.limits[source]) < least:
+                floor = 0.0
             best: _Move | None = None
             for destination in cool:
                 if usage[destination] >= usage[source]:
@@ -361,7 +367,7 @@ class _Search:
                 after = self.model.broker_usage(destination, load[destination] + delta)
                 gains = usage[source] - np.maximum(after_source, after)
                 for k in np.argsort(-gains, kind="stable").tolist():
-                    if gains[k] <= least or (best is not None and gains[k] <= best.gain):
+                    if gains[k] <= floor or (best is not None and gains[k] <= best.gain):
                         break
                     if not self.allowed(rows[k], destination):
                         continue

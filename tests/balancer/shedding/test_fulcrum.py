@@ -24,7 +24,7 @@ from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage, R
 from balancer.load_model import LoadModel, cpu_per_msg
 from balancer.placement.selection import fulcrum_least_predicted_usage
 from balancer.safety import SafetyConfig
-from balancer.shedding.fulcrum import SETTLE_BAND, move_budget, shed
+from balancer.shedding.fulcrum import MIN_STEP, SETTLE_BAND, move_budget, shed
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
 from tests.balancer import scenarios
 from tests.balancer.scenarios import NOW, _cluster
@@ -442,3 +442,16 @@ def test_a_broker_with_more_bundles_than_it_weighs_sheds_its_biggest_first():
     # Then small ones, one gain at a time, from the 64 biggest movable it looked at.
     assert len(decision.unloads) > 1
     assert all(u.source == "b1" and u.destination == "b2" for u in decision.unloads)
+
+
+def test_a_broker_of_thousands_of_tiny_bundles_still_sheds():
+    """A hot broker whose biggest bundle weighs less than the least step (1 % of the level):
+    it sheds a tiny bundle at a time (200 brokers × 20,000 bundles held a hot broker at 1.16×
+    the optimum when such steps were refused), up to the cycle's budget."""
+    owned = [(f"t/ns/0x{i:08x}_0x{i + 1:08x}", 0.02) for i in range(2000)]  # 0.02 % each
+    spec = {"hot": (40.0, owned)} | {f"cold{j}": (0.0, []) for j in range(3)}
+    decision = shed(_cluster(spec), PULSAR, {})
+    level = decision.stats["level"]
+    assert MIN_STEP * level > 0.02 / 100  # every step is below the least step
+    assert len(decision.unloads) == decision.stats["budget"] == 1000
+    assert decision.stats["predicted"]["hot"] == pytest.approx(0.20, abs=0.002)
