@@ -22,13 +22,17 @@ bundles it owns, so that the usage after any move can be predicted.
   usage that is not a number or below 0. The model keeps what it can still trust — that
   resource's load from the broker's bundles — and drops the rest: no background for it, no
   say in the CPU one message costs, so that it never sets the level for the cluster.
+- Readings the broker's last report contradicts are held back for one report
+  (``LoadModel.against_last``): a figure missing from this report, and a background that moved
+  by more than ``JUMP_FRACTION`` of its limit (a change no load explains); the last figures
+  stand in for them until a second report says the same.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import numpy as np
@@ -40,6 +44,11 @@ CPU, MEMORY, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT = range(5)
 # A reading above its limit by more than this factor cannot be true: a resource holds at most
 # its capacity (a quarter more covers a sample taken across a burst of a busy broker).
 IMPLAUSIBLE_OVER: Final = 1.25
+# A background that moves by more than this fraction of its limit from one report to the next
+# is held back for one report (``LoadModel.against_last``): half a broker's capacity appearing
+# or vanishing between two reports, with its bundles' load unchanged, is more often a bad
+# reading than a real change, and a real one is believed a report later.
+JUMP_FRACTION: Final = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,13 +121,13 @@ def cpu_per_msg(
 ) -> float:
     """The CPU one msg/s costs (percent of one core per msg/s): the least ``cpu usage / msg
     rate`` over ``brokers`` that report messages (the report's own msgRateIn + msgRateOut, of
-    the same instant as its CPU), but those whose CPU reading is ``distrusted``; 0 when none
-    does."""
+    the same instant as its CPU), but those whose CPU reading is ``distrusted`` or missing
+    (no limit); 0 when none does."""
     best = np.inf
     for name in brokers:
         broker = snapshot.brokers[name]
-        if name in distrusted or not math.isfinite(broker.cpu.usage):
-            continue
+        if name in distrusted or not math.isfinite(broker.cpu.usage) or broker.cpu.limit <= 0:
+            continue  # no CPU reading (missing, or not trusted): it says nothing of the cost
         if broker.rates.msg_rate > 0:
             best = min(best, broker.cpu.usage / broker.rates.msg_rate)
     return 0.0 if best == np.inf else float(best)
@@ -133,7 +142,7 @@ def cpu_per_byte(
     best = np.inf
     for name in brokers:
         broker = snapshot.brokers[name]
-        if name in distrusted or not math.isfinite(broker.cpu.usage):
+        if name in distrusted or not math.isfinite(broker.cpu.usage) or broker.cpu.limit <= 0:
             continue
         if broker.rates.throughput > 0:
             best = min(best, broker.cpu.usage / broker.rates.throughput)
@@ -298,3 +307,67 @@ class LoadModel:
     def broker_usage(self, broker: int, load: np.ndarray) -> np.ndarray:
         """Broker ``broker``'s usage with each row of ``load`` (k, 5) as its bundles' load."""
         return self.usage_of(self.background[broker] + load, self.limits[broker])
+
+    def against_last(self, last: Mapping[str, Any]) -> tuple[LoadModel, dict[str, Any]]:
+        """This model with the readings its brokers' previous reports contradict held back
+        for one report: a resource (of weight > 0) whose figure is missing from this report
+        (limit 0 or less, usage 0) though the last one had it, and a background that moved by
+        more than ``JUMP_FRACTION`` of the limit in one report — a change no load explains,
+        since the background is what the bundles do not. Each such reading is quarantined,
+        and the last report's background and limit stand in for it; a second report that says
+        the same is believed (what is remembered is always what was reported).
+
+        Args:
+            last: what the previous call returned, broker -> {"background": [5], "limit":
+                [5]} in the resources' units (anything else is ignored).
+
+        Returns:
+            (the model, what to remember for the next report: each broker's reported
+            background and limits).
+        """
+        background, limits = self.background.copy(), self.limits.copy()
+        held: list[Quarantine] = []
+        for i, name in enumerate(self.names):
+            seen = last.get(name)
+            try:
+                before = np.asarray(seen["background"], dtype=np.float64).reshape(5)  # type: ignore[index]
+                before_limit = np.asarray(seen["limit"], dtype=np.float64).reshape(5)  # type: ignore[index]
+            except (TypeError, KeyError, ValueError):
+                continue
+            for r in np.flatnonzero(self.weights > 0).tolist():
+                now_limit, was = float(self.limits[i, r]), float(before_limit[r])
+                resource = RESOURCES[r]
+                if was > 0 and not now_limit > 0 and self.background[i, r] == 0:
+                    reason = (
+                        f"{resource} is missing from this report (the last one had "
+                        f"{before[r]:g} of {was:g} as background): the last figures stand in "
+                        "for one report"
+                    )
+                elif now_limit > 0 and was > 0:
+                    jump = (self.background[i, r] - before[r]) / now_limit
+                    if abs(jump) <= JUMP_FRACTION:
+                        continue
+                    reason = (
+                        f"{resource} background moved from {before[r] / was:.0%} to "
+                        f"{self.background[i, r] / now_limit:.0%} of its limit in one report, "
+                        "with no load to explain it: the last background stands until a second "
+                        "report says the same"
+                    )
+                else:
+                    continue
+                background[i, r], limits[i, r] = before[r], was
+                reported = float(self.background[i, r] + self.load[i, r])
+                held.append(Quarantine(name, resource, reported, now_limit, reason))
+        remembered = {
+            name: {"background": self.background[i].tolist(), "limit": self.limits[i].tolist()}
+            for i, name in enumerate(self.names)
+        }
+        if not held:
+            return self, remembered
+        model = replace(
+            self,
+            background=background,
+            limits=limits,
+            quarantined=(*self.quarantined, *held),
+        )
+        return model, remembered

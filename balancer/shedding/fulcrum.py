@@ -129,7 +129,11 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
     serving = [n for n, b in snapshot.brokers.items() if b.is_active]
     if len(serving) < 2:
         return SheddingDecision((), Reason.NOT_ENOUGH_BROKERS, state={"left": left}, strategy=NAME)
-    model = LoadModel.of(snapshot, serving, pulsar.weights)
+    # Readings this report's own brokers contradicted a report ago are held back for one.
+    last = state.get("seen")
+    model, seen = LoadModel.of(snapshot, serving, pulsar.weights).against_last(
+        last if isinstance(last, dict) else {}
+    )
     usage = model.usage()
     background = model.background_usage()
     stats: dict[str, Any] = {
@@ -198,9 +202,7 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
         left.setdefault(unload.bundle, []).append([unload.source, now])
     stats["predicted"] = {n: float(u) for n, u in zip(model.names, model.usage(load), strict=True)}
     splits = tuple(search.name(row) for row in sorted(too_big))[:MAX_SPLITS]
-    memory = {
-        "left": left,
-    }
+    memory = {"left": left, "seen": seen}
     return SheddingDecision(
         tuple(unloads), reason, tuple(skipped), stats, memory, NAME, splits=splits
     )

@@ -105,3 +105,49 @@ def test_a_cost_given_is_the_models_and_a_bundle_without_messages_costs_by_its_b
     model = LoadModel.of(quiet, ["b1", "b2", "b3"], PULSAR.weights)
     assert model.cost_per_byte > 0
     assert model.bundle_load[:, 0] == pytest.approx([100.0 * model.cost_per_byte] * 6)
+
+
+def test_a_reading_the_last_report_contradicts_is_held_back_for_one_report():
+    """A figure missing from one report, and a background that jumps by more than half the
+    limit with no load to explain it: the last report's figures stand in, named; a second
+    report that says the same is believed (issue 24, item 3)."""
+    names = ["b1", "b2", "b3"]
+    first, remembered = LoadModel.of(_three(), names, PULSAR.weights).against_last({})
+    assert first.quarantined == ()
+    # b2's CPU background jumps from 0 % to 75 % of its limit in one report (its bundle's
+    # load unchanged); b3's CPU is missing from the next report.
+    jumped = _with(_three(), "b2", cpu=ResourceUsage(95.0, 100.0))
+    jumped = _with(jumped, "b3", cpu=ResourceUsage(0.0, 0.0))
+    held, again = LoadModel.of(jumped, names, PULSAR.weights).against_last(remembered)
+    reasons = {q.broker: q.reason for q in held.quarantined}
+    assert set(reasons) == {"b2", "b3"}
+    assert "background moved from 0% to 7" in reasons["b2"]
+    assert "of its limit in one report, with no load to explain it" in reasons["b2"]
+    assert "missing from this report" in reasons["b3"]
+    # The last backgrounds (none) and limits stand in: b2 and b3 are their bundle's load, as
+    # a report ago (the cost per message now b1's alone: b3's missing CPU says nothing of it).
+    assert held.usage()[1:].tolist() == pytest.approx([0.225, 0.225])
+    assert first.usage()[1:].tolist() == pytest.approx([0.20, 0.20])
+    # A second report that says the same is believed; the missing figure is then absent.
+    believed, _ = LoadModel.of(jumped, names, PULSAR.weights).against_last(again)
+    assert believed.quarantined == ()
+    assert believed.usage()[1] == pytest.approx(0.95)
+    # A jump within half the limit is load coming and going: believed at once.
+    busy = _with(_three(), "b2", cpu=ResourceUsage(60.0, 100.0))
+    assert LoadModel.of(busy, names, PULSAR.weights).against_last(remembered)[0].quarantined == ()
+    # Anything else remembered is ignored, never raised.
+    odd = {"b1": "x", "b2": {"background": [1, 2]}, "b3": {"limit": None}}
+    assert LoadModel.of(jumped, names, PULSAR.weights).against_last(odd)[0].quarantined == ()
+
+
+def test_the_shedder_holds_a_jump_back_for_one_cycle_and_remembers_what_was_reported():
+    first = shed(_three(), PULSAR, {})
+    jumped = _with(_three(), "b2", cpu=ResourceUsage(95.0, 100.0))
+    second = shed(jumped, PULSAR, first.state)
+    assert [s.name for s in second.skipped if s.reason == Reason.IMPLAUSIBLE] == ["b2"]
+    assert second.stats["brokers"]["b2"]["usage"] == pytest.approx(0.20)
+    assert second.state["seen"]["b2"]["background"][0] == pytest.approx(75.0)
+    third = shed(jumped, PULSAR, second.state)
+    assert not [s for s in third.skipped if s.reason == Reason.IMPLAUSIBLE]
+    assert third.stats["brokers"]["b2"]["usage"] == pytest.approx(0.95)
+    assert shed(jumped, PULSAR, {"seen": ["not", "a", "map"]}).stats["quarantined"] == []
