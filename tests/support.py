@@ -126,7 +126,8 @@ def procfile_commands(
 ) -> dict[str, tuple[list[str], dict[str, str]]]:
     """The commands ``make run`` starts for ``names``, read from the Procfile (their one home):
     name -> (argv, the environment its line sets, e.g. ``MALLOC_ARENA_MAX``), with ``${VAR}``
-    replaced from ``variables`` and ``exec`` dropped."""
+    replaced from ``variables`` (``${VAR:-default}``: the default where ``variables`` has no
+    VAR, as the shell does) and ``exec`` dropped."""
     import re
     import shlex
 
@@ -134,7 +135,15 @@ def procfile_commands(
     lines = dict(line.split(":", 1) for line in procfile.read_text().splitlines() if ":" in line)
     commands = {}
     for name in names:
-        text = re.sub(r"\$\{(\w+)\}", lambda m: variables[m.group(1)], lines[name].strip())
+        text = re.sub(
+            r"\$\{(\w+)(?::-([^}]*))?\}",
+            lambda m: (
+                variables[m.group(1)]
+                if m.group(2) is None
+                else variables.get(m.group(1)) or m.group(2)
+            ),
+            lines[name].strip(),
+        )
         words = shlex.split(text)
         env = {}
         while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):

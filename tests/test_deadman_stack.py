@@ -189,7 +189,8 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
 
 def test_killing_the_worker_and_beat_in_control_gives_pulsar_its_shedding_back(stack):
     commands = procfile_commands(
-        ("worker", "beat", "deadman", "simulator"), {"PULSAR_PORT": str(stack.pulsar_port)}
+        ("worker", "beat", "deadman", "simulator"),
+        {"PULSAR_PORT": str(stack.pulsar_port), "FULCRUM_VAR_DIR": stack.env["FULCRUM_VAR_DIR"]},
     )
     processes = {
         name: subprocess.Popen(
