@@ -244,18 +244,12 @@ def control_evidence(*, now: datetime | None = None) -> dict[str, Any]:
     now = now or timezone.now()
     config = selectors.balancer_config_get()
     samples = _recorded_samples(now)
-    cycle = selectors.cycle_config_get(config)
-    weights = cycle.pulsar.weights
+    weights = selectors.cycle_config_get(config).pulsar.weights
     hours = max(samples[-1].now - samples[0].now, 1.0) / 3600
     points = recorded(samples, weights)
     moves = observed_moves(samples)
     attached = PulsarConnection.objects.filter(is_attached=True).only("mode").first()
-    try:
-        result = replay(samples, cycle, {}, config.loop_interval_s, weights=weights)
-    except BalancerError as exc:
-        raise ConsoleError(exc.message, field=exc.field or "parameters") from None
-    fulcrum = result.as_dict()
-    del fulcrum["points"]
+    fulcrum = _replayed(samples, config, weights)
     return {
         "samples": len(samples),
         "from": datetime.fromtimestamp(samples[0].now, UTC).isoformat(),
@@ -269,11 +263,7 @@ def control_evidence(*, now: datetime | None = None) -> dict[str, Any]:
             "movesPerHour": moves / hours,
             **_points(points),
         },
-        "fulcrum": {
-            **fulcrum,
-            "strategy": f"{config.shedder} + {config.placement}",
-            **_points(result.points),
-        },
+        "fulcrum": {**fulcrum, "strategy": f"{config.shedder} + {config.placement}"},
     }
 
 
@@ -308,15 +298,25 @@ def config_replay(changes: dict[str, Any], *, now: datetime | None = None) -> di
     points = recorded(samples, weights)
     out["recorded"] = {**summary(points), **_points(points)}
     for name, row in (("current", config), ("draft", _draft(config, checked))):
-        cycle = selectors.cycle_config_get(row)
-        try:
-            result = replay(samples, cycle, {}, row.loop_interval_s, weights=weights)
-        except BalancerError as exc:
-            raise ConsoleError(exc.message, field=exc.field or "parameters") from None
-        doc = result.as_dict()
-        del doc["points"]
-        out[name] = {**doc, **_points(result.points)}
+        out[name] = _replayed(samples, row, weights)
     return out
+
+
+def _replayed(samples: list[ClusterSnapshot], row: BalancerConfig, weights: Any) -> dict[str, Any]:
+    """``samples`` replayed under config ``row`` at its loop interval: the replay's summary
+    (``ReplayResult.as_dict``) with its points as the chart's columns.
+
+    Raises:
+        ConsoleError: 400 naming the field when the config cannot run.
+    """
+    cycle = selectors.cycle_config_get(row)
+    try:
+        result = replay(samples, cycle, {}, row.loop_interval_s, weights=weights)
+    except BalancerError as exc:
+        raise ConsoleError(exc.message, field=exc.field or "parameters") from None
+    doc = result.as_dict()
+    del doc["points"]
+    return {**doc, **_points(result.points)}
 
 
 def config_what_if(changes: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
