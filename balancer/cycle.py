@@ -46,7 +46,7 @@ from balancer.danube.placement import place as danube_place
 from balancer.decisions import METRIC_UNITS, Placement, Reason, SheddingDecision, Unload
 from balancer.errors import BalancerError, ImpossibleSplit
 from balancer.hashing import format_hash
-from balancer.load import ResourceWeights
+from balancer.load import MessageRates, ResourceWeights
 from balancer.load_model import bundle_loads, trusted_costs
 from balancer.placement.batch import place_many
 from balancer.placement.place import filter_candidates
@@ -1097,14 +1097,15 @@ def predict(
     """
     usage = snapshot.weighted_usage(weights)
     cost = trusted_costs(snapshot, [n for n in serving if n in snapshot.brokers])
-    deltas: dict[str, list[float]] = {}  # broker -> [cpu, bandwidth in, bandwidth out]
+    shifts: list[tuple[str, str, float]] = []
     for action in actions:
         if not action.is_planned:
             continue
         if action.kind == ActionKind.UNLOAD and action.source:
-            _shift(snapshot, action.target, action.source, -1.0, deltas, cost)
+            shifts.append((action.target, action.source, -1.0))
         elif action.kind == ActionKind.PLACE and action.destination:
-            _shift(snapshot, action.target, action.destination, 1.0, deltas, cost)
+            shifts.append((action.target, action.destination, 1.0))
+    deltas = _shift(snapshot, shifts, cost)
     after = {n: usage[n] for n in serving}
     touched = [n for n in deltas if n in after]
     if touched:
@@ -1130,29 +1131,35 @@ def predict(
 
 def _shift(
     snapshot: ClusterSnapshot,
-    bundle: str,
-    broker: str,
-    sign: float,
-    deltas: dict[str, list[float]],
+    shifts: Sequence[tuple[str, str, float]],
     cost: tuple[float, float],
-) -> None:
-    """Move ``bundle``'s load onto (``sign`` 1) or off (−1) ``broker``: its throughput, and its
-    CPU by the load model (``bundle_loads`` with ``cost``: per msg/s, per byte/s)."""
-    load = snapshot.bundles.get(bundle)
-    if load is None:
-        return
-    rates = load.short_term
-    fields = [
-        rates.msg_rate_in,
-        rates.msg_rate_out,
-        rates.msg_throughput_in,
-        rates.msg_throughput_out,
-    ]
-    cpu = float(bundle_loads(np.asarray(fields), *cost)[0, 0])
-    delta = deltas.setdefault(broker, [0.0, 0.0, 0.0])
-    delta[0] += sign * cpu
-    delta[1] += sign * rates.msg_throughput_in
-    delta[2] += sign * rates.msg_throughput_out
+) -> dict[str, list[float]]:
+    """Each broker's change of load, [CPU, bandwidth in, bandwidth out], when each ``(bundle,
+    broker, sign)`` of ``shifts`` moves that bundle's load onto (``sign`` 1) or off (−1) that
+    broker: its throughput, and its CPU by the load model (``bundle_loads`` with ``cost``: per
+    msg/s, per byte/s)."""
+    known: list[tuple[MessageRates, str, float]] = []
+    for bundle, broker, sign in shifts:
+        load = snapshot.bundles.get(bundle)
+        if load is not None:
+            known.append((load.short_term, broker, sign))
+    deltas: dict[str, list[float]] = {}
+    if not known:
+        return deltas
+    rates = np.asarray(
+        [
+            (r.msg_rate_in, r.msg_rate_out, r.msg_throughput_in, r.msg_throughput_out)
+            for r, _, _ in known
+        ],
+        dtype=np.float64,
+    )
+    cpu = bundle_loads(rates, *cost)[:, 0].tolist()
+    for (_, broker, sign), c, r in zip(known, cpu, rates.tolist(), strict=True):
+        delta = deltas.setdefault(broker, [0.0, 0.0, 0.0])
+        delta[0] += sign * c
+        delta[1] += sign * r[2]
+        delta[2] += sign * r[3]
+    return deltas
 
 
 def reassign(
@@ -1174,7 +1181,7 @@ def reassign(
     ``recently_unloaded`` and ``recent_moves`` replace the snapshot's. This is how the replay
     of recorded load (``balancer.simulator.replay``) sees a cluster its plans have changed.
     """
-    deltas: dict[str, list[float]] = {}  # broker -> [cpu, bandwidth in, bandwidth out]
+    shifts: list[tuple[str, str, float]] = []
     rates: dict[str, list[float]] = {}  # broker -> [msg in, msg out, bytes in, bytes out, topics]
     cost = trusted_costs(snapshot, list(snapshot.brokers))
     bundles: dict[str, Any] = {}
@@ -1198,7 +1205,7 @@ def reassign(
             for side, sign in ((old, -1.0), (new, 1.0)):
                 if side is None:
                     continue
-                _shift(snapshot, load.name, side, sign, deltas, cost)
+                shifts.append((load.name, side, sign))
                 total = rates.setdefault(side, [0.0] * 5)
                 for i, figure in enumerate(figures):
                     total[i] += sign * figure
@@ -1206,6 +1213,7 @@ def reassign(
         if new is not None:
             owned[new].append(load.name)
         bundles[load.name] = load
+    deltas = _shift(snapshot, shifts, cost)  # broker -> [cpu, bandwidth in, bandwidth out]
     offset = 0.0 if now is None else now - snapshot.now
     brokers = {}
     for name, broker in snapshot.brokers.items():

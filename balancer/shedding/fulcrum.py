@@ -6,7 +6,8 @@ move lowers the peak usage of its two brokers the most — from one of the hotte
 (above the mean) to one of the coolest — as long as that predicted gain is at least the
 minimum gain; below it, a broker more than ``SETTLE_BAND`` (2 %) above the level the cluster
 could reach still sheds, hottest first, in steps of any gain above ``MIN_STEP`` (1 % of the
-level: how many small bundles spread over brokers that joined). When no move qualifies it
+level: how many small bundles spread over brokers that joined; the steps that follow from the
+same broker while it stays the hottest are found in one pass). When no move qualifies it
 tries a swap (a bundle each way between the hottest and the coolest broker). A bundle that
 alone weighs more than the gap it would close is too big to move: it is named for a split
 instead of being bounced between brokers.
@@ -97,6 +98,16 @@ def move_budget(pulsar: PulsarConfig, safety: Any, recent: int, bundles: int) ->
     return budget
 
 
+def _lowest(values: np.ndarray, count: int) -> list[int]:
+    """The indexes of the ``count`` lowest ``values``, lowest first, ties in index order: what
+    ``np.argsort(values, kind="stable")[:count]`` gives, without sorting every broker."""
+    if count >= len(values):
+        return [int(i) for i in np.argsort(values, kind="stable")]
+    bound = np.partition(values, count - 1)[count - 1]
+    near = np.flatnonzero(values <= bound)  # every tie at the bound, in index order
+    return [int(i) for i in near[np.argsort(values[near], kind="stable")][:count]]
+
+
 @dataclass(frozen=True, slots=True)
 class _Move:
     row: int  # the bundle's row in the model
@@ -166,25 +177,30 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
     stats["level"] = level
     settled = level * (1 + SETTLE_BAND)
 
+    usage = model.usage(load)
     while len(unloads) < budget:
-        usage = model.usage(load)
         move = search.best_move(load, usage, too_big, settled)
+        moves = [] if move is None else [move]
+        stepped = False
         if move is None or move.gain < pulsar.fulcrum_min_gain_fraction:
             # No move gains enough: one that takes a broker above the level the cluster could
             # reach towards it without taking its destination above that level.
-            move = search.toward(load, usage, settled, MIN_STEP * level)
-        if move is None:
+            step = search.toward(load, usage, settled, MIN_STEP * level)
+            moves, stepped = ([], False) if step is None else ([step], True)
+        if not moves:
             swap = None
             if len(unloads) + 2 <= budget:
                 swap = search.best_swap(load, usage)
             if swap is None or swap[0].gain < pulsar.fulcrum_min_gain_fraction:
                 break
             moves = list(swap)
-        else:
-            moves = [move]
-        for m in moves:
-            search.apply(load, m)
-            unloads.append(search.unload(m))
+        search.apply_all(load, usage, moves, unloads)
+        if stepped and len(unloads) < budget:
+            # The steps that follow from the same broker while it stays the hottest that can
+            # shed, in one pass (a hot broker sheds hundreds of bundles in a large cluster).
+            most = budget - len(unloads)
+            steps = search.run_down(load, usage, moves[0].source, settled, MIN_STEP * level, most)
+            search.apply_all(load, usage, steps, unloads)
     reason = Reason.OVERLOADED if unloads else Reason.BALANCED
     for row in sorted(too_big):
         name = search.name(row)
@@ -235,6 +251,13 @@ class _Search:
         # for its two brokers; whether a row is out of its cool-down and off the blacklist.
         self.biggest: dict[int, list[int]] = {}
         self.free: dict[int, bool] = {}
+        # The rows grouped by the broker that owned them when the cycle began.
+        owner = model.owner.astype(np.int16) if len(model.names) < 2**15 else model.owner
+        self.by_owner = np.argsort(owner, kind="stable")  # a radix sort in 16 bits
+        self.groups = np.concatenate(
+            ([0], np.cumsum(np.bincount(model.owner, minlength=len(model.names))))
+        ).tolist()
+        self.ordered: dict[int, list[int]] = {}
 
     def name(self, row: int) -> str:
         if row not in self.names:
@@ -259,11 +282,17 @@ class _Search:
         known = self.biggest.get(broker)
         if known is not None and (len(known) >= count or known[-1] == -1):
             return [row for row in known[:count] if row >= 0]
-        mine = np.flatnonzero(self.owner == broker)
-        # The weight of each bundle on the broker: how much of its usage it is.
-        size = self.model.usage_of(self.model.bundle_load[mine], self.model.limits[broker])
+        ordered = self.ordered.get(broker)
+        if ordered is None:
+            # The rows the broker owned when the cycle began, biggest first (the weight of each
+            # on the broker: how much of its usage it is); a row moved to it this cycle is not
+            # movable again, so this order stays right for every step of the cycle.
+            start, end = self.groups[broker], self.groups[broker + 1]
+            mine = self.by_owner[start:end]
+            size = self.model.usage_of(self.model.bundle_load[mine], self.model.limits[broker])
+            ordered = self.ordered[broker] = mine[np.argsort(-size, kind="stable")].tolist()
         out = []
-        for row in mine[np.argsort(-size, kind="stable")].tolist():
+        for row in ordered:
             if self.movable(row):
                 out.append(row)
                 if len(out) == count:
@@ -295,6 +324,14 @@ class _Search:
             self.spread[row] = set(kept)
         return broker in self.spread[row]
 
+    def landing(self, load: np.ndarray, targets: list[int], delta: np.ndarray) -> np.ndarray:
+        """(targets, bundles): each of the ``targets`` brokers' usage with each bundle of
+        ``delta`` (bundles, 5) added to its ``load``, in one pass."""
+        return self.model.usage_of(
+            (self.model.background[targets] + load[targets])[:, None, :] + delta[None],
+            self.model.limits[targets][:, None, :],
+        )
+
     def best_move(
         self, load: np.ndarray, usage: np.ndarray, too_big: set[int], settled: float
     ) -> _Move | None:
@@ -302,22 +339,24 @@ class _Search:
         that no destination can take without ending above the source is added to ``too_big``
         when the source is above ``settled``."""
         mean = usage.mean()
-        hot = [int(i) for i in np.argsort(-usage, kind="stable")[:SOURCES] if usage[i] > mean]
-        cool = [int(i) for i in np.argsort(usage, kind="stable")[:DESTINATIONS]]
+        hot = [i for i in _lowest(-usage, SOURCES) if usage[i] > mean]
+        cool = _lowest(usage, DESTINATIONS)
         best: _Move | None = None
         for source in hot:
             rows = self.rows_of(source, CANDIDATES)
             if not rows:
                 continue
+            # Below the source (above the mean): the coolest (below the mean) always is.
+            targets = [d for d in cool if usage[d] < usage[source]]
             delta = self.model.bundle_load[rows]
             after_source = self.model.broker_usage(source, load[source] - delta)
-            for destination in cool:
-                if usage[destination] >= usage[source]:
-                    continue
-                after_destination = self.model.broker_usage(destination, load[destination] + delta)
-                peak = max(usage[source], usage[destination])
-                gains = peak - np.maximum(after_source, after_destination)
-                for k in np.argsort(-gains, kind="stable").tolist():
+            after_all = self.landing(load, targets, delta)
+            peaks = np.maximum(usage[source], usage[targets])
+            gains_all = peaks[:, None] - np.maximum(after_source[None, :], after_all)
+            orders = np.argsort(-gains_all, axis=1, kind="stable").tolist()
+            for i, destination in enumerate(targets):
+                gains, after_destination = gains_all[i], after_all[i]
+                for k in orders[i]:
                     if gains[k] <= 0:
                         # Too big: it lands the destination higher than the source was.
                         if k == 0 and usage[source] > settled:
@@ -347,9 +386,8 @@ class _Search:
         coolest brokers that lowers the higher usage of the two the most, by more than
         ``least`` (a fraction of usage; by anything when even the source's biggest bundle
         weighs less); None when no broker above ``settled`` has such a move."""
-        order = np.argsort(-usage, kind="stable")
-        cool = [int(i) for i in np.argsort(usage, kind="stable")[:DESTINATIONS]]
-        for source in (int(i) for i in order[:SOURCES]):
+        cool = _lowest(usage, DESTINATIONS)
+        for source in _lowest(-usage, SOURCES):
             if usage[source] <= settled:
                 return None
             rows = self.rows_of(source, CANDIDATES)
@@ -363,12 +401,13 @@ class _Search:
             if self.model.usage_of(delta[0], self.model.limits[source]) < least:
                 floor = 0.0
             best: _Move | None = None
-            for destination in cool:
-                if usage[destination] >= usage[source]:
-                    continue
-                after = self.model.broker_usage(destination, load[destination] + delta)
-                gains = usage[source] - np.maximum(after_source, after)
-                for k in np.argsort(-gains, kind="stable").tolist():
+            targets = [d for d in cool if usage[d] < usage[source]]
+            after_all = self.landing(load, targets, delta)
+            gains_all = usage[source] - np.maximum(after_source[None, :], after_all)
+            orders = np.argsort(-gains_all, axis=1, kind="stable").tolist()
+            for i, destination in enumerate(targets):
+                gains, after = gains_all[i], after_all[i]
+                for k in orders[i]:
                     if gains[k] <= floor or (best is not None and gains[k] <= best.gain):
                         break
                     if not self.allowed(rows[k], destination):
@@ -385,6 +424,61 @@ class _Search:
             if best is not None:
                 return best
         return None
+
+    def run_down(
+        self,
+        load: np.ndarray,
+        usage: np.ndarray,
+        source: int,
+        settled: float,
+        least: float,
+        most: int,
+    ) -> list[_Move]:
+        """The steps ``toward`` would go on taking from ``source`` while it stays the hottest
+        broker that sheds, found in one pass: its biggest movable bundles, biggest first, each
+        to the next coolest broker, as long as each step gains more than ``least`` (anything
+        when its biggest bundle weighs less), leaves its destination no higher than the source,
+        and leaves the source above ``settled`` and above every broker below it before the
+        step (the next one down, and each destination filled); at most ``most`` steps."""
+        if usage[source] <= settled:
+            return []
+        rows = self.rows_of(source, CANDIDATES)
+        others = np.delete(usage, source)
+        below = others[others <= usage[source]]
+        cool = [i for i in _lowest(usage, len(rows) + 1) if i != source]
+        count = min(len(rows), len(cool), most)
+        if count < 1:  # its last movable bundle was the step's
+            return []
+        rows, cool = rows[:count], cool[:count]
+        delta = self.model.bundle_load[rows]
+        after_source = self.model.broker_usage(source, load[source] - np.cumsum(delta, axis=0))
+        before_source = np.concatenate(([usage[source]], after_source[:-1]))
+        after = self.model.usage_of(
+            self.model.background[cool] + load[cool] + delta, self.model.limits[cool]
+        )
+        gains = before_source - np.maximum(after_source, after)
+        floor = least
+        if self.model.usage_of(delta[0], self.model.limits[source]) < least:
+            floor = 0.0
+        next_down = float(np.max(below, initial=-math.inf))
+        above = np.maximum.accumulate(np.concatenate(([next_down], after[:-1])))
+        fine = (gains > floor) & (after <= after_source) & (before_source > settled)
+        fine &= before_source >= above
+        out: list[_Move] = []
+        for k in range(count):
+            if not fine[k] or not self.allowed(rows[k], cool[k]):
+                break
+            out.append(
+                _Move(
+                    rows[k],
+                    source,
+                    cool[k],
+                    float(gains[k]),
+                    (float(before_source[k]), float(usage[cool[k]])),
+                    (float(after_source[k]), float(after[k])),
+                )
+            )
+        return out
 
     def best_swap(self, load: np.ndarray, usage: np.ndarray) -> tuple[_Move, _Move] | None:
         """A bundle each way between the hottest and the coolest broker, when it gains."""
@@ -415,6 +509,21 @@ class _Search:
                 _Move(back[j], destination, source, gain, before[::-1], after[::-1]),
             )
         return None
+
+    def apply_all(
+        self, load: np.ndarray, usage: np.ndarray, moves: list[_Move], unloads: list[Unload]
+    ) -> None:
+        """Apply ``moves`` to ``load``, update ``usage`` for the brokers they touch, and add
+        their unloads to ``unloads``."""
+        if not moves:
+            return
+        for m in moves:
+            self.apply(load, m)
+            unloads.append(self.unload(m))
+        touched = sorted({m.source for m in moves} | {m.destination for m in moves})
+        usage[touched] = self.model.usage_of(
+            self.model.background[touched] + load[touched], self.model.limits[touched]
+        )
 
     def apply(self, load: np.ndarray, move: _Move) -> None:
         delta = self.model.bundle_load[move.row]
