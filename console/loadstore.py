@@ -492,49 +492,113 @@ def history_trim(ids: list[bytes]) -> None:
         client().xdel(_history_key(), *ids)
 
 
-# The replay samples this process read last (at, document): what a page shows while Redis is
-# away.
-_last_replay: list[tuple[float, dict[str, Any]]] = []
+# The recorded samples (``REPLAY_SERIES``): "hour" every ``FULCRUM_REPLAY_SAMPLE_S`` seconds
+# over ``FULCRUM_REPLAY_WINDOW_S``, "day" every ``FULCRUM_REPLAY_DAY_SAMPLE_S`` over a day.
+REPLAY_SERIES = ("hour", "day")
+# The replay samples this process read last per series (at, document): what a page shows while
+# Redis is away.
+_last_replay: dict[str, list[tuple[float, dict[str, Any]]]] = {}
 
 
-def _replay_key() -> str:
-    return f"{settings.FULCRUM_LOAD_STORE_PREFIX}replay"
+def _replay_key(series: str = "hour") -> str:
+    if series not in REPLAY_SERIES:
+        raise ValueError(f"unknown replay series {series!r}; one of {', '.join(REPLAY_SERIES)}")
+    suffix = "" if series == "hour" else f":{series}"
+    return f"{settings.FULCRUM_LOAD_STORE_PREFIX}replay{suffix}"
 
 
-def replay_sample_add(at: float, document: dict[str, Any], keep_s: float) -> None:
+def replay_sample_add(
+    at: float, document: dict[str, Any], keep_s: float, series: str = "hour"
+) -> None:
     """Record one snapshot document (``balancer.wire.snapshot_document``) taken at ``at`` (s
-    since epoch) for the config page's replay, compressed, and forget those older than
-    ``keep_s`` seconds. One round trip."""
+    since epoch) in ``series`` (``REPLAY_SERIES``) for the replays, compressed, and forget
+    those older than ``keep_s`` seconds. One round trip."""
     blob = zlib.compress(json.dumps(document, separators=(",", ":")).encode(), 6)
+    key = _replay_key(series)
     pipe = client().pipeline(transaction=False)
-    pipe.zadd(_replay_key(), {blob: at})
-    pipe.zremrangebyscore(_replay_key(), "-inf", f"({at - keep_s}")
+    pipe.zadd(key, {blob: at})
+    pipe.zremrangebyscore(key, "-inf", f"({at - keep_s}")
     pipe.execute()
 
 
-def replay_sample_last_at() -> float | None:
-    """When the newest recorded snapshot was taken (s since epoch); None when there is none."""
-    rows: Any = client().zrange(_replay_key(), -1, -1, withscores=True)
+def replay_sample_last_at(series: str = "hour") -> float | None:
+    """When the newest snapshot of ``series`` was taken (s since epoch); None when none is."""
+    rows: Any = client().zrange(_replay_key(series), -1, -1, withscores=True)
     return float(rows[0][1]) if rows else None
 
 
-def replay_samples(since: float) -> list[dict[str, Any]]:
-    """The recorded snapshot documents taken at or after ``since``, oldest first; an entry that
-    does not decode is left out (and logged), never raised. Within ``stale_allowed``, while
-    Redis is away: those of the last read of this process."""
+def replay_samples(since: float, series: str = "hour") -> list[dict[str, Any]]:
+    """The snapshot documents of ``series`` taken at or after ``since``, oldest first; an entry
+    that does not decode is left out (and logged), never raised. Within ``stale_allowed``,
+    while Redis is away: those of the last read of this process."""
 
     def read() -> list[dict[str, Any]]:
-        rows: Any = client().zrangebyscore(_replay_key(), since, "+inf", withscores=True)
+        rows: Any = client().zrangebyscore(_replay_key(series), since, "+inf", withscores=True)
         out = []
         for blob, at in rows or []:
             try:
                 out.append((float(at), json.loads(zlib.decompress(blob))))
             except (zlib.error, ValueError):
                 log.warning("a recorded snapshot for the replay does not decode; left out")
-        _last_replay[:] = out
+        _last_replay[series] = out
         return [document for _, document in out]
 
-    return _read_or_last(read, lambda: [d for at, d in _last_replay if at >= since])
+    return _read_or_last(read, lambda: [d for at, d in _last_replay.get(series, []) if at >= since])
+
+
+def _moves_key() -> str:
+    return f"{settings.FULCRUM_LOAD_STORE_PREFIX}replay:moves"
+
+
+def _owners_key() -> str:
+    return f"{settings.FULCRUM_LOAD_STORE_PREFIX}replay:owners"
+
+
+def replay_owners_get() -> dict[str, str]:
+    """The recorder's memory: bundle -> the broker last seen owning it ({} when none, or when
+    what is kept does not decode)."""
+    blob: Any = client().get(_owners_key())
+    if not blob:
+        return {}
+    try:
+        known = json.loads(zlib.decompress(blob))
+    except (zlib.error, ValueError):
+        log.warning("the recorder's last known owners do not decode; counting starts again")
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def replay_owners_put(owners: dict[str, str]) -> None:
+    """Keep ``owners`` (bundle -> broker) as the recorder's memory, compressed."""
+    blob = zlib.compress(json.dumps(owners, separators=(",", ":")).encode(), 6)
+    client().set(_owners_key(), blob)
+
+
+def replay_moves_add(at: float, moves: int, keep_s: float) -> None:
+    """Record that ``moves`` bundles were seen on another broker at ``at`` (s since epoch),
+    and forget the counts older than ``keep_s`` seconds. One round trip."""
+    pipe = client().pipeline(transaction=False)
+    pipe.zadd(_moves_key(), {f"{at!r}:{int(moves)}": at})
+    pipe.zremrangebyscore(_moves_key(), "-inf", f"({at - keep_s}")
+    pipe.execute()
+
+
+def replay_moves_between(after: float, until: float) -> int:
+    """The bundles seen on another broker after ``after`` and at or before ``until`` (s since
+    epoch), by ``replay_moves_add``; 0 while Redis is away and a page asks."""
+
+    def read() -> int:
+        rows: Any = client().zrangebyscore(_moves_key(), f"({after}", until)
+        total = 0
+        for member in rows or []:
+            text = member.decode() if isinstance(member, bytes) else str(member)
+            try:
+                total += int(text.rsplit(":", 1)[1])
+            except (IndexError, ValueError):
+                continue
+        return total
+
+    return _read_or_last(read, lambda: 0)
 
 
 def clear() -> None:

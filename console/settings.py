@@ -230,6 +230,10 @@ FULCRUM_BROKER_TIMEOUT_S = float(os.environ.get("FULCRUM_BROKER_TIMEOUT_S", "60"
 # replay answers within a request: about 1 s at 100 bundles, growing with the bundles).
 FULCRUM_REPLAY_SAMPLE_S = float(os.environ.get("FULCRUM_REPLAY_SAMPLE_S", "30"))
 FULCRUM_REPLAY_WINDOW_S = float(os.environ.get("FULCRUM_REPLAY_WINDOW_S", "3600"))
+# The Pulsar page's evidence over the day: a snapshot every FULCRUM_REPLAY_DAY_SAMPLE_S seconds
+# (5 min: 288 a day, replayed a cycle each), kept FULCRUM_EVIDENCE_DAY_S seconds.
+FULCRUM_REPLAY_DAY_SAMPLE_S = float(os.environ.get("FULCRUM_REPLAY_DAY_SAMPLE_S", "300"))
+FULCRUM_EVIDENCE_DAY_S = float(os.environ.get("FULCRUM_EVIDENCE_DAY_S", "86400"))
 FULCRUM_REPLAY_MAX_BUNDLES = int(os.environ.get("FULCRUM_REPLAY_MAX_BUNDLES", "1000"))
 
 SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[*]")

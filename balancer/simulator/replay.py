@@ -85,7 +85,9 @@ class ReplayResult:
 
 def summary(points: Sequence[ReplayPoint]) -> dict[str, float | None]:
     """``cvMedian``, ``maxOverMeanMedian`` and ``maxOverMeanP95`` of ``points`` (None when
-    there are none); p95 by the nearest-rank method."""
+    there are none); p95 by the nearest-rank method. A point without load (max/mean 0: no
+    broker reported any usage yet, as at a console's start) is left out."""
+    points = [p for p in points if p.max_over_mean > 0]  # no load reported: says nothing
     if not points:
         return {"cvMedian": None, "maxOverMeanMedian": None, "maxOverMeanP95": None}
     ratios = sorted(p.max_over_mean for p in points)
@@ -111,21 +113,27 @@ def recorded(
     return tuple(point(sample, weights) for sample in samples)
 
 
+def owner_changes(known: dict[str, str], snapshot: ClusterSnapshot) -> int:
+    """How many bundles ``snapshot`` shows owned by another broker than the one ``known`` last
+    saw owning them (bundle -> broker; updated in place): a move, whoever made it — in
+    observe-only, Pulsar's own shedder. A bundle in transit (no owner) is not a move yet; one
+    ``known`` has never seen owned is not a move."""
+    moves = 0
+    for name, bundle in snapshot.bundles.items():
+        if bundle.owner is None:
+            continue
+        before = known.get(name)
+        if before is not None and before != bundle.owner:
+            moves += 1
+        known[name] = bundle.owner
+    return moves
+
+
 def observed_moves(samples: Sequence[ClusterSnapshot]) -> int:
     """How many times a bundle changed broker across ``samples`` (oldest first): a bundle seen
-    owned by one broker and later by another (through unowned or not), whoever moved it — in
-    observe-only, Pulsar's own shedder."""
-    owners: dict[str, str] = {}
-    moves = 0
-    for sample in samples:
-        for name, bundle in sample.bundles.items():
-            if bundle.owner is None:
-                continue
-            before = owners.get(name)
-            if before is not None and before != bundle.owner:
-                moves += 1
-            owners[name] = bundle.owner
-    return moves
+    owned by one broker and later by another (through unowned or not), by ``owner_changes``."""
+    known: dict[str, str] = {}
+    return sum(owner_changes(known, sample) for sample in samples)
 
 
 def replay(

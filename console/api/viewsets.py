@@ -561,17 +561,21 @@ def pulsar(request: Request) -> Response:
     return Response(selectors.pulsar_status())
 
 
-@extend_schema(responses=dict)
+@extend_schema(
+    parameters=[OpenApiParameter("window", str, enum=["hour", "day"], description="default hour")],
+    responses=dict,
+)
 @api_view(["GET"])
 @permission_classes([IsUser])
 def pulsar_evidence(request: Request) -> Response:
-    """Evidence before control: over the recorded load of the last hour, the balance the
-    cluster had (Pulsar's own shedder, while Fulcrum observes) and what Fulcrum's current
-    config would have given from the same loads, with both move counts (shape in
-    ``services.config.control_evidence``); until two snapshots are recorded (or while Redis is
-    away and this process read none), ``{"unavailable": why}``."""
+    """Evidence before control: over the recorded load of the last hour (``?window=hour``, the
+    default) or day (``?window=day``), the balance the cluster had (Pulsar's own shedder, while
+    Fulcrum observes) and what Fulcrum's current config would have given from the same loads,
+    with both move counts (shape in ``services.config.control_evidence``); 400 naming
+    ``window`` for another window; until two snapshots are recorded (or while Redis is away
+    and this process read none), ``{"unavailable": why}``."""
     try:
-        return Response(control_evidence())
+        return Response(control_evidence(window=request.query_params.get("window", "hour")))
     except ConsoleError as exc:
         if exc.status != status.HTTP_409_CONFLICT:
             raise

@@ -14,7 +14,7 @@ from django.utils import timezone
 from balancer.cycle import CyclePlan, plan_cycle
 from balancer.errors import BalancerError
 from balancer.registry import console_strategy, parameter_errors
-from balancer.simulator.replay import ReplayPoint, observed_moves, recorded, replay, summary
+from balancer.simulator.replay import ReplayPoint, recorded, replay, summary
 from balancer.snapshot import ClusterSnapshot
 from balancer.wire import parse_snapshot
 from console import loadstore, selectors
@@ -202,55 +202,101 @@ def _points(points: tuple[ReplayPoint, ...] | list[ReplayPoint]) -> dict[str, li
     }
 
 
-def _recorded_samples(now: datetime) -> list[ClusterSnapshot]:
-    """The snapshots the ticks recorded over the last ``FULCRUM_REPLAY_WINDOW_S``, oldest first.
-
-    Raises:
-        ConsoleError: 409 when fewer than two are recorded yet.
-    """
-    since = now.timestamp() - settings.FULCRUM_REPLAY_WINDOW_S
+def _samples(now: datetime, window_s: float, series: str) -> list[ClusterSnapshot]:
+    """The snapshots the ticks recorded in ``series`` (``loadstore.REPLAY_SERIES``) over the
+    last ``window_s`` seconds, oldest first (one that no longer parses is left out)."""
     samples = []
-    for document in loadstore.replay_samples(since):
+    for document in loadstore.replay_samples(now.timestamp() - window_s, series):
         try:
             samples.append(parse_snapshot(document))
         except BalancerError:
             continue  # a sample from before a change of its shape: left out
+    return samples
+
+
+def _enough(samples: list[ClusterSnapshot], every_s: float) -> list[ClusterSnapshot]:
+    """``samples``, when there are two at least.
+
+    Raises:
+        ConsoleError: 409 saying how often the tick records one.
+    """
     if len(samples) < 2:
         raise ConsoleError(
             f"not enough load recorded to replay yet: {len(samples)} snapshot(s); the shedding "
-            f"tick records one every {settings.FULCRUM_REPLAY_SAMPLE_S:g} s",
+            f"tick records one every {every_s:g} s",
             status=409,
         )
     return samples
 
 
-def control_evidence(*, now: datetime | None = None) -> dict[str, Any]:
+def _recorded_samples(now: datetime) -> list[ClusterSnapshot]:
+    """The hour's snapshots: over the last ``FULCRUM_REPLAY_WINDOW_S``, oldest first.
+
+    Raises:
+        ConsoleError: 409 when fewer than two are recorded yet.
+    """
+    samples = _samples(now, settings.FULCRUM_REPLAY_WINDOW_S, "hour")
+    return _enough(samples, settings.FULCRUM_REPLAY_SAMPLE_S)
+
+
+def _day_samples(now: datetime) -> list[ClusterSnapshot]:
+    """The day's snapshots (one every ``FULCRUM_REPLAY_DAY_SAMPLE_S``) over the last
+    ``FULCRUM_EVIDENCE_DAY_S``, then the hour's newest when it is newer: the day ends where
+    the hour does.
+
+    Raises:
+        ConsoleError: 409 when fewer than two are recorded yet.
+    """
+    day = _samples(now, settings.FULCRUM_EVIDENCE_DAY_S, "day")
+    hour = _samples(now, settings.FULCRUM_REPLAY_WINDOW_S, "hour")
+    if hour and (not day or hour[-1].now > day[-1].now):
+        day.append(hour[-1])
+    return _enough(day, settings.FULCRUM_REPLAY_DAY_SAMPLE_S)
+
+
+# The windows of the evidence before control, each a series of recorded snapshots.
+EVIDENCE_WINDOWS = ("hour", "day")
+
+
+def control_evidence(*, window: str = "hour", now: datetime | None = None) -> dict[str, Any]:
     """Evidence before control (issue 24, item 6): over the load the ticks recorded in the last
-    ``FULCRUM_REPLAY_WINDOW_S`` seconds, the balance the cluster had — in observe-only, what
-    Pulsar's own shedder made of it — next to what Fulcrum's current config would have given
-    from the same loads (``config_replay``'s replay, from the recorded ownership), with both
-    move counts. Writes nothing.
+    hour (``window`` "hour": a snapshot every ``FULCRUM_REPLAY_SAMPLE_S`` over
+    ``FULCRUM_REPLAY_WINDOW_S``) or day ("day": one every ``FULCRUM_REPLAY_DAY_SAMPLE_S`` over
+    ``FULCRUM_EVIDENCE_DAY_S``), the balance the cluster had — in observe-only, what Pulsar's
+    own shedder made of it — next to what Fulcrum's current config would have given from the
+    same loads (``config_replay``'s replay, from the recorded ownership; over the day, a cycle
+    per recorded snapshot at the least), with both move counts: the bundles the recorder saw
+    on another broker (every ``FULCRUM_REPLAY_SAMPLE_S``, whichever window) and the replay's.
+    Writes nothing.
 
     Returns:
-        ``{"samples", "from", "to" (ISO 8601 UTC), "hours", "attached" (a Pulsar cluster),
-        "inControl" (Fulcrum holds its control), "observed", "fulcrum"}``: ``observed`` the
-        recorded CV and max/mean (summary and points) with ``moves`` (bundles seen changing
-        broker) and ``movesPerHour``; ``fulcrum`` the replay's summary, moves and points
+        ``{"window", "samples", "from", "to" (ISO 8601 UTC), "hours", "attached" (a Pulsar
+        cluster), "inControl" (Fulcrum holds its control), "observed", "fulcrum"}``:
+        ``observed`` the recorded CV and max/mean (summary and points) with ``moves`` and
+        ``movesPerHour``; ``fulcrum`` the replay's summary, moves and points
         (``ReplayResult.as_dict``), with ``strategy``.
 
     Raises:
-        ConsoleError: 409 when fewer than two snapshots are recorded yet.
+        ConsoleError: 400 (field ``window``) for a window other than "hour" or "day"; 409 when
+            fewer than two snapshots are recorded in it yet.
     """
+    if window not in EVIDENCE_WINDOWS:
+        raise ConsoleError(
+            f"window must be one of {', '.join(EVIDENCE_WINDOWS)}, not {str(window)[:40]!r}",
+            field="window",
+        )
     now = now or timezone.now()
     config = selectors.balancer_config_get()
-    samples = _recorded_samples(now)
+    samples = _day_samples(now) if window == "day" else _recorded_samples(now)
     weights = selectors.cycle_config_get(config).pulsar.weights
     hours = max(samples[-1].now - samples[0].now, 1.0) / 3600
     points = recorded(samples, weights)
-    moves = observed_moves(samples)
+    moves = loadstore.replay_moves_between(samples[0].now, samples[-1].now)
     attached = PulsarConnection.objects.filter(is_attached=True).only("mode").first()
-    fulcrum = _replayed(samples, config, weights)
+    every = settings.FULCRUM_REPLAY_DAY_SAMPLE_S if window == "day" else None
+    fulcrum = _replayed(samples, config, weights, every)
     return {
+        "window": window,
         "samples": len(samples),
         "from": datetime.fromtimestamp(samples[0].now, UTC).isoformat(),
         "to": datetime.fromtimestamp(samples[-1].now, UTC).isoformat(),
@@ -302,16 +348,24 @@ def config_replay(changes: dict[str, Any], *, now: datetime | None = None) -> di
     return out
 
 
-def _replayed(samples: list[ClusterSnapshot], row: BalancerConfig, weights: Any) -> dict[str, Any]:
-    """``samples`` replayed under config ``row`` at its loop interval: the replay's summary
-    (``ReplayResult.as_dict``) with its points as the chart's columns.
+def _replayed(
+    samples: list[ClusterSnapshot],
+    row: BalancerConfig,
+    weights: Any,
+    least_interval_s: float | None = None,
+) -> dict[str, Any]:
+    """``samples`` replayed under config ``row`` at its loop interval (or every
+    ``least_interval_s`` seconds when that is longer: a day of samples 5 minutes apart is
+    replayed a cycle per sample): the replay's summary (``ReplayResult.as_dict``) with its
+    points as the chart's columns.
 
     Raises:
         ConsoleError: 400 naming the field when the config cannot run.
     """
     cycle = selectors.cycle_config_get(row)
     try:
-        result = replay(samples, cycle, {}, row.loop_interval_s, weights=weights)
+        interval = max(row.loop_interval_s, least_interval_s or 0.0)
+        result = replay(samples, cycle, {}, interval, weights=weights)
     except BalancerError as exc:
         raise ConsoleError(exc.message, field=exc.field or "parameters") from None
     doc = result.as_dict()

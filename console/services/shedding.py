@@ -21,6 +21,7 @@ from balancer.config import PulsarConfig
 from balancer.cycle import CyclePlan, LoadStats, plan_cycle
 from balancer.errors import BalancerError
 from balancer.load import ResourceWeights
+from balancer.simulator.replay import owner_changes
 from balancer.snapshot import ClusterSnapshot
 from balancer.wire import snapshot_document
 from console import loadstore, metrics, realtime, selectors
@@ -50,9 +51,13 @@ def _fill_load_after(
 
 
 def replay_record(snapshot: ClusterSnapshot, now: datetime) -> bool:
-    """Record the tick's snapshot for the config page's replay of the last hour, at most every
-    ``FULCRUM_REPLAY_SAMPLE_S`` seconds and only up to ``FULCRUM_REPLAY_MAX_BUNDLES`` bundles;
-    True when recorded."""
+    """Record the tick's snapshot for the replays (the config page's, and the Pulsar page's
+    evidence before control), at most every ``FULCRUM_REPLAY_SAMPLE_S`` seconds and only up to
+    ``FULCRUM_REPLAY_MAX_BUNDLES`` bundles: in the hour's series, kept
+    ``FULCRUM_REPLAY_WINDOW_S``; in the day's, one every ``FULCRUM_REPLAY_DAY_SAMPLE_S``, kept
+    ``FULCRUM_EVIDENCE_DAY_S``; and how many bundles it shows on another broker than the last
+    recorded one did (``owner_changes``: Pulsar's moves, in observe-only), kept a day. True
+    when recorded."""
     if len(snapshot.bundles) > settings.FULCRUM_REPLAY_MAX_BUNDLES:
         return False
     at = now.timestamp()
@@ -62,6 +67,14 @@ def replay_record(snapshot: ClusterSnapshot, now: datetime) -> bool:
     # The replay applies no split: the bundles' topics are not needed.
     document = snapshot_document(snapshot, topics=False)
     loadstore.replay_sample_add(at, document, settings.FULCRUM_REPLAY_WINDOW_S)
+    day = settings.FULCRUM_EVIDENCE_DAY_S
+    last_day = loadstore.replay_sample_last_at("day")
+    if last_day is None or at - last_day >= settings.FULCRUM_REPLAY_DAY_SAMPLE_S:
+        loadstore.replay_sample_add(at, document, day, "day")
+    known = loadstore.replay_owners_get()
+    moves = owner_changes(known, snapshot)
+    loadstore.replay_owners_put(known)
+    loadstore.replay_moves_add(at, moves, day)
     return True
 
 

@@ -1391,15 +1391,16 @@ const Fulcrum = (() => {
   // the moves with what verifying them found. Polled every 3 s and on every live event.
   const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
-  // The Pulsar page's evidence before control: the recorded hour, observed and replayed.
+  // The Pulsar page's evidence before control: the recorded hour or day, observed and replayed.
   async function evidence() {
     const say = document.getElementById("evidence-say");
     const button = document.getElementById("evidence-run");
     if (!say || !button) return;
+    const window_ = document.getElementById("evidence-window").value;
     button.disabled = true;
-    say.className = "muted"; say.textContent = "Replaying the last hour of recorded load with Fulcrum's current config…";
+    say.className = "muted"; say.textContent = `Replaying the last ${window_} of recorded load with Fulcrum's current config…`;
     try {
-      const answer = await get("/api/pulsar/evidence/");
+      const answer = await get(`/api/pulsar/evidence/?window=${encodeURIComponent(window_)}`);
       if (answer.unavailable) { say.className = "muted"; say.textContent = `No comparison yet: ${answer.unavailable}.`; return; }
       const who = !answer.attached ? "what the cluster did" : answer.inControl ? "Fulcrum in control" : "Pulsar's own shedder";
       document.getElementById("evidence-observed").textContent = `Observed (${who})`;
@@ -1416,7 +1417,7 @@ const Fulcrum = (() => {
       const o = answer.observed.maxOverMeanMedian, f = answer.fulcrum.maxOverMeanMedian;
       say.className = "";
       say.textContent = (o === null || f === null) ? "Not enough load recorded to compare." :
-        `Median max / mean: ${o.toFixed(2)} observed, ${f.toFixed(2)} with Fulcrum's plans — ` +
+        `Over the last ${answer.window}: median max / mean ${o.toFixed(2)} observed, ${f.toFixed(2)} with Fulcrum's plans — ` +
         `${plural(answer.observed.moves, "move")} observed, ${plural(answer.fulcrum.moves, "move")} planned by the replay.`;
     } catch (err) { say.className = "result error"; say.textContent = `No comparison yet: ${err.message}`; }
     finally { button.disabled = false; }
@@ -1427,7 +1428,11 @@ const Fulcrum = (() => {
     const root = document.getElementById("connection");
     let data = initial;
     const evidenceButton = document.getElementById("evidence-run");
-    if (evidenceButton) { evidenceButton.addEventListener("click", evidence); evidence(); }
+    if (evidenceButton) {
+      evidenceButton.addEventListener("click", evidence);
+      document.getElementById("evidence-window").addEventListener("change", evidence);
+      evidence();
+    }
     const say = (text, cls) => { result.textContent = text; result.className = `result ${cls || ""}`; };
     const age = (iso) => iso ? `${Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000))} s ago` : "never";
     const time = (iso) => iso ? new Date(iso).toISOString().slice(11, 19) : "—";

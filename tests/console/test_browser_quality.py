@@ -123,7 +123,8 @@ class TestEvidenceInBrowser(ChannelsLiveServerTestCase):
             bundle.owner = brokers["broker-1"]
             bundle.save()
         start = timezone.now() - timedelta(minutes=5)
-        with self.settings(FULCRUM_REPLAY_SAMPLE_S=30):
+        with self.settings(FULCRUM_REPLAY_SAMPLE_S=30, FULCRUM_REPLAY_DAY_SAMPLE_S=300):
+            _record(start - timedelta(hours=3))  # the day keeps it, the hour does not
             _record(start)
             bundles[0].owner = brokers["broker-2"]  # another balancer moves one bundle
             bundles[0].save()
@@ -149,4 +150,11 @@ class TestEvidenceInBrowser(ChannelsLiveServerTestCase):
             )
             page.locator("#evidence").scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "pulsar-evidence.png"), full_page=True)
+            # Over the day: the snapshot of three hours ago too, and the same one move.
+            page.select_option("#evidence-window", "day")
+            expect(page.locator("#evidence-span")).to_contain_text("(3.0 h)")
+            expect(page.locator("#evidence-say")).to_contain_text("Over the last day")
+            expect(page.locator("#evidence-say")).to_contain_text("1 move observed")
+            expect(moves.locator("td").first).to_contain_text("1 (")
+            page.screenshot(path=str(SHOTS / "pulsar-evidence-day.png"), full_page=True)
             browser.close()

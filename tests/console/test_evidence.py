@@ -104,3 +104,54 @@ def test_observed_moves_count_changes_of_broker_only():
     ]
     assert observed_moves(samples) == 2
     assert observed_moves(samples[:1]) == 0
+
+
+def test_the_day_is_sampled_sparser_and_its_moves_counted_at_every_record(
+    fulcrum_cluster, viewer, settings
+):
+    settings.FULCRUM_REPLAY_SAMPLE_S = 30
+    settings.FULCRUM_REPLAY_DAY_SAMPLE_S = 300
+    brokers = {b.name: b for b in Broker.objects.all()}
+    bundles = list(Bundle.objects.order_by("id"))
+    for bundle in bundles:
+        bundle.owner = brokers["broker-1"]
+        bundle.save()
+    start = NOW - timedelta(hours=3)
+
+    def move(bundle, to):
+        bundle.owner = brokers[to]
+        bundle.save()
+
+    _record(start)  # both series
+    move(bundles[0], "broker-2")
+    _record(start + timedelta(seconds=30))  # the hour's only: 30 s after the day's last
+    _record(start + timedelta(seconds=400))  # both
+    _record(NOW - timedelta(minutes=50))  # both
+    move(bundles[1], "broker-3")
+    _record(NOW - timedelta(minutes=20))  # both
+    _record(NOW - timedelta(minutes=19, seconds=30))  # the hour's only
+
+    day = control_evidence(window="day", now=NOW)
+    assert day["window"] == "day"
+    # The day's four, then the hour's newest: the day ends where the hour does.
+    assert day["samples"] == 5
+    assert day["hours"] == pytest.approx((3 * 3600 - 19.5 * 60) / 3600)
+    # Both moves, though the first happened between two of the day's snapshots: the recorder
+    # counts what changed at every record (every 30 s), whichever series keeps the snapshot.
+    assert day["observed"]["moves"] == 2
+    assert day["fulcrum"]["intervalS"] >= settings.FULCRUM_REPLAY_DAY_SAMPLE_S
+    hour = control_evidence(window="hour", now=NOW)
+    assert hour["samples"] == 3  # what the hour keeps: its last hour
+    assert hour["observed"]["moves"] == 1
+
+    client = APIClient()
+    client.force_authenticate(viewer)
+    served = client.get("/api/pulsar/evidence/?window=day")
+    assert served.status_code == 200, served.content
+    assert served.json()["window"] == "day"
+    wrong = client.get("/api/pulsar/evidence/?window=week")
+    assert wrong.status_code == 400
+    assert "window" in wrong.content.decode()
+    with pytest.raises(ConsoleError) as err:
+        control_evidence(window="week", now=NOW)
+    assert (err.value.status, err.value.field) == (400, "window")

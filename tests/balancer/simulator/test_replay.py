@@ -10,7 +10,7 @@ from balancer.load import BundleLoad
 from balancer.safety import SafetyConfig
 from balancer.simulator.layout import DEMO
 from balancer.simulator.offline import OfflineCluster
-from balancer.simulator.replay import ReplayResult, recorded, replay, summary
+from balancer.simulator.replay import ReplayPoint, ReplayResult, recorded, replay, summary
 from balancer.simulator.traces import default_traces_dir, load_cpu_series, load_functions
 from balancer.simulator.workload import build_workload
 from balancer.snapshot import ClusterSnapshot
@@ -151,3 +151,15 @@ def test_a_broker_gone_from_the_recording_leaves_its_bundles_to_be_placed_again(
     later = ClusterSnapshot(NOW + 30, gone, bundles)
     result = replay([first, later], config(is_shedding_enabled=False), {}, 30.0)
     assert (result.placements, result.moves) == (1, 0)  # b3's bundle found a new owner
+
+
+def test_a_point_without_load_says_nothing_of_balance():
+    """The first snapshot a console records may come before any broker reported (every usage
+    0, max/mean 0): left out of the medians, which would otherwise read better than the
+    cluster ever was."""
+    points = [ReplayPoint(0.0, 0.0, 0.0), ReplayPoint(30.0, 0.2, 1.3), ReplayPoint(60.0, 0.1, 1.1)]
+    figures = summary(points)
+    assert figures["maxOverMeanMedian"] == pytest.approx(1.2)
+    assert figures["maxOverMeanP95"] == pytest.approx(1.3)
+    assert figures["cvMedian"] == pytest.approx(0.15)
+    assert summary(points[:1])["maxOverMeanMedian"] is None
