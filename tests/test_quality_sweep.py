@@ -31,3 +31,30 @@ def test_fulcrum_meets_the_goals_on_generated_worlds(family, size):
         assert outcome.p95 <= GOAL_P95, outcome.ratios
     if family.startswith("scale-out"):
         assert all(c is not None and c <= 2 for c in outcome.to_cv), outcome.to_cv
+
+
+def test_the_fewest_moves_reference_moves_only_what_the_goal_needs():
+    """``scenarios.Fewest`` on a world small enough to count by hand: two brokers of one size,
+    four equal bundles all on the first. Within 1.05× of the optimum (two each) means two
+    moves; the next cycle, nothing left to move, none."""
+    import numpy as np
+
+    from tests.benchmarks import quality
+
+    load = np.array([[3000.0, 3000.0, 1e6, 1e6]] * 4)  # msg/s in, out; bytes/s in, out
+    w = quality.World(
+        "by hand",
+        ["b0", "b1"],
+        [f"t/ns/0x{i:08x}_0x{i + 1:08x}" for i in range(4)],
+        lambda m: load,
+        lambda m: np.zeros(2),
+        minutes=10,
+        owners=np.zeros(4, dtype=np.int64),
+    )
+    fewest = scenarios.Fewest(w)
+    usage, _ = w.usage(np.array([0, 0, 1, 1]), 4)
+    fewest.cycle(4, scenarios.GOAL * float(usage.max()))
+    assert fewest.moves == 2
+    assert sorted(np.bincount(fewest.owner, minlength=2).tolist()) == [2, 2]
+    fewest.cycle(9, scenarios.GOAL * float(usage.max()))
+    assert fewest.moves == 2
