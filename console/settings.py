@@ -320,8 +320,11 @@ FULCRUM_DEADMAN_WITHOUT_DATABASE = _env_bool("FULCRUM_DEADMAN_WITHOUT_DATABASE",
 # How old a completed unload may be and still be undone by an operator (back to the broker it
 # left, through the same vetoes), seconds.
 FULCRUM_UNDO_WINDOW_S = float(os.environ.get("FULCRUM_UNDO_WINDOW_S", "3600"))
-# Prometheus' scrape of /metrics: when set, only with "Authorization: Bearer <token>".
+# Prometheus' scrape of /metrics: when set, only with "Authorization: Bearer <token>"; without
+# a token /metrics answers 403 unless FULCRUM_METRICS_PUBLIC=1 (the figures name brokers,
+# bundles' counts and operators' activity: not for anyone who can reach the port).
 FULCRUM_METRICS_TOKEN = os.environ.get("FULCRUM_METRICS_TOKEN", "")
+FULCRUM_METRICS_PUBLIC = _env_bool("FULCRUM_METRICS_PUBLIC", False)
 # The demo only: take control of the cluster from the environment once, at its first observation
 # (audited as the balancer's), as an admin would on the Pulsar page.
 FULCRUM_PULSAR_TAKE_CONTROL_AT_START = os.environ.get("FULCRUM_PULSAR_TAKE_CONTROL_AT_START") == "1"

@@ -180,6 +180,7 @@ def broker(request: HttpRequest, name: str) -> HttpResponse:
             "events": selectors.audit_events({"broker": name})[:20],
             "pulsar_read": selectors.pulsar_broker_read(name),
             "quarantined": selectors.broker_quarantined(name),
+            "drain": selectors.drain_progress().get(name),
             "history": selectors.broker_history(name, range_s=range_s),
             "ranges": selectors.BROKER_RANGES_S,
             "range_s": range_s,
@@ -336,8 +337,16 @@ def pulsar(request: HttpRequest) -> HttpResponse:
 
 def prometheus_metrics(request: HttpRequest) -> HttpResponse:
     """``/metrics`` for Prometheus (``console.metrics``): every process's metrics. With
-    ``FULCRUM_METRICS_TOKEN`` set, only for ``Authorization: Bearer <token>`` (401 otherwise)."""
+    ``FULCRUM_METRICS_TOKEN`` set, only for ``Authorization: Bearer <token>`` (401 otherwise);
+    without one, 403 unless ``FULCRUM_METRICS_PUBLIC`` (the figures are not for anyone)."""
     token = settings.FULCRUM_METRICS_TOKEN
+    if not token and not settings.FULCRUM_METRICS_PUBLIC:
+        return HttpResponse(
+            "metrics are not public: set FULCRUM_METRICS_TOKEN (Prometheus sends it as "
+            "Authorization: Bearer <token>) or FULCRUM_METRICS_PUBLIC=1\n",
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
     if token:
         given = request.headers.get("Authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):

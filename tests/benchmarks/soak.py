@@ -304,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         "PROMETHEUS_MULTIPROC_DIR": str(workdir / "prometheus"),
         "DJANGO_SETTINGS_MODULE": "console.settings",
         "FULCRUM_LOG_LEVEL": "WARNING",
+        "FULCRUM_METRICS_PUBLIC": "1",  # its scrape of /metrics, on the loopback
     }
     os.environ.update(env)
     broker_names, cookie = demo_database_with_viewer()

@@ -15,6 +15,12 @@ from tests.conftest import ingest, report
 from tests.console.test_balancing import names_of, own_all
 
 
+@pytest.fixture(autouse=True)
+def public_metrics(settings):
+    """These tests read /metrics without a token (``test_the_scrape_token`` closes it)."""
+    settings.FULCRUM_METRICS_PUBLIC = True
+
+
 def scrape(client, **headers) -> dict:
     response = client.get("/metrics", **headers)
     assert response.status_code == 200, response.content
@@ -90,6 +96,14 @@ def test_metrics_after_an_ingest_a_tick_and_an_unload(cluster, operator, client)
 
 
 def test_the_scrape_token(client, settings, db):
+    # Neither a token nor public: closed, saying how to open it.
+    settings.FULCRUM_METRICS_TOKEN = ""
+    settings.FULCRUM_METRICS_PUBLIC = False
+    closed = client.get("/metrics")
+    assert closed.status_code == 403
+    assert "FULCRUM_METRICS_TOKEN" in closed.content.decode()
+    settings.FULCRUM_METRICS_PUBLIC = True
+    scrape(client)
     settings.FULCRUM_METRICS_TOKEN = "scrape-me"
     refused = client.get("/metrics")
     assert refused.status_code == 401

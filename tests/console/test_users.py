@@ -1,0 +1,58 @@
+"""Users and roles without the Django admin (issue 25, item 6): ``manage.py fulcrum_user``."""
+
+import io
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+
+from console.access import is_operator, role_of
+from console.models import AuditEvent
+from console.services.errors import ConsoleError
+from console.services.users import user_role_set, users_list
+
+
+def test_a_user_is_made_with_a_role_and_its_role_changed(db):
+    out = io.StringIO()
+    call_command("fulcrum_user", "olga", "--role", "operator", stdout=out)
+    said = out.getvalue().splitlines()
+    assert said[0] == "olga: operator"
+    password = said[1].removeprefix("password (shown once): ")
+    user = User.objects.get(username="olga")
+    assert user.check_password(password)
+    assert (role_of(user), is_operator(user)) == ("operator", True)
+    call_command("fulcrum_user", "olga", "--role", "viewer", stdout=io.StringIO())
+    user.refresh_from_db()
+    assert (role_of(user), is_operator(user)) == ("viewer", False)
+    assert user.check_password(password)  # a role change keeps the password
+    call_command("fulcrum_user", "olga", "--role", "admin", stdout=io.StringIO())
+    assert role_of(User.objects.get(username="olga")) == "admin"
+    rows = AuditEvent.objects.filter(target="user olga").order_by("id")
+    reasons = list(rows.values_list("reason", flat=True))
+    assert reasons == [
+        "user olga: role none -> operator (created)",
+        "user olga: role operator -> viewer",
+        "user olga: role viewer -> admin",
+    ]
+    assert [u["role"] for u in users_list() if u["name"] == "olga"] == ["admin"]
+
+
+def test_a_password_from_stdin_and_bad_input_named_by_field(db, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("correct horse battery staple\n"))
+    out = io.StringIO()
+    call_command("fulcrum_user", "ivan", "--role", "viewer", "--password-stdin", stdout=out)
+    assert "shown once" not in out.getvalue()
+    assert User.objects.get(username="ivan").check_password("correct horse battery staple")
+    with pytest.raises(ConsoleError) as err:
+        user_role_set("ivan", "root")
+    assert err.value.field == "role"
+    with pytest.raises(ConsoleError) as err:
+        user_role_set("   ", "viewer")
+    assert err.value.field == "name"
+    monkeypatch.setattr("sys.stdin", io.StringIO("123\n"))
+    with pytest.raises(CommandError, match="password"):
+        call_command("fulcrum_user", "ivan", "--role", "viewer", "--password-stdin")
+    # Nothing was written by a refused call: the role and the password are as they were.
+    user = User.objects.get(username="ivan")
+    assert role_of(user) == "viewer"
+    assert user.check_password("correct horse battery staple")
