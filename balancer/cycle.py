@@ -284,13 +284,27 @@ class LoadStats:
         cv = std / mean if mean > 0 else 0.0
         return cls(mean, std, cv, max(values) / mean if mean > 0 else 0.0, dict(usage))
 
+    @property
+    def serving(self) -> int:
+        """How many brokers the figures are over: below 2 there is no spread to measure (the
+        CV of one broker is 0 however loaded it is)."""
+        return len(self.brokers)
+
+    def cv_said(self) -> str:
+        """The CV in words: its value, or why there is none (fewer than two serving brokers)."""
+        if self.serving < 2:
+            return f"no CV: {self.serving} serving broker{'' if self.serving == 1 else 's'}"
+        return f"CV {self.cv:.2f}"
+
     def as_dict(self) -> dict[str, Any]:
-        """``{"avgUsage", "std", "cv", "maxOverMean", "brokers"}`` (fractions)."""
+        """``{"avgUsage", "std", "cv", "maxOverMean", "serving", "brokers"}`` (fractions;
+        ``serving``: how many brokers they are over)."""
         return {
             "avgUsage": self.avg_usage,
             "std": self.std,
             "cv": self.cv,
             "maxOverMean": self.max_over_mean,
+            "serving": self.serving,
             "brokers": dict(self.brokers),
         }
 
@@ -358,8 +372,12 @@ class CyclePlan:
             )
         if vetoed:
             head += f"; {vetoed} vetoed"
-        if moves:
-            head += f"; CV {self.before.cv:.2f} -> {self.after.cv:.2f} predicted"
+        if moves or states:
+            before, after = self.before, self.after
+            if before.serving >= 2 and after.serving >= 2:
+                head += f"; CV {before.cv:.2f} -> {after.cv:.2f} predicted"
+            else:  # one broker serving: its CV is 0 and says nothing of balance
+                head += f"; {before.cv_said()} -> {after.cv_said()} predicted"
         return head
 
     def as_dict(self) -> dict[str, Any]:
@@ -1329,9 +1347,12 @@ def plan_unload(
         forced=force and veto is not None and not hard,
         strategy="operator",
     )
-    if not unload.is_planned:
+    if not unload.is_planned and (hard or destination is None):
         return _operator_plan(snapshot, config, state, [unload], serving)
     if destination is not None:
+        # A named destination is checked even when the unload is vetoed: the preview shows
+        # every veto an override would take (cool-down and placement filter alike), and an
+        # override takes nothing it did not show.
         if destination not in serving or destination == owner:
             why = (
                 f"{destination} is the bundle's owner"
@@ -1366,9 +1387,13 @@ def plan_unload(
                 forced=force,
                 explanation=f"{destination} is refused by {detail}",
             )
-            if not place.is_planned:
-                vetoed = replace(unload, veto=place.veto, explanation=place.explanation)
-                return _operator_plan(snapshot, config, state, [vetoed, place], serving)
+        if not unload.is_planned:
+            # Vetoed itself: the filter's refusal is shown beside it, when there is one.
+            shown = [unload, place] if place.veto is not None else [unload]
+            return _operator_plan(snapshot, config, state, shown, serving)
+        if not place.is_planned:
+            vetoed = replace(unload, veto=place.veto, explanation=place.explanation)
+            return _operator_plan(snapshot, config, state, [vetoed, place], serving)
         return _operator_plan(snapshot, config, state, [unload, place], serving)
     placement = _cycle_placement(config.strategies.placement)
     actions, remembered = _place(
@@ -1387,10 +1412,13 @@ def unload_destinations(
     now: Seconds | None = None,
 ) -> list[dict[str, Any]]:
     """Every broker as a destination for an operator's unload of ``bundle``, by name:
-    ``{"broker", "eligible", "why"}``; ``why`` (None when eligible) says what refuses it: the
-    bundle's owner, a broker that is not serving (its state, or lost), or the placement filter
-    that drops it and its numbers (Pulsar's filter chain: max topics, anti-affinity, even
-    distribution; ``filter_candidates``).
+    ``{"broker", "eligible", "why", "warning"}``; ``why`` (None when eligible) says what
+    refuses it: the bundle's owner, or a broker that is not serving (its state, or lost) —
+    Pulsar refuses an inactive destination too. ``warning`` (None when none) names the placement
+    filter that would not choose it and its numbers (Pulsar's filter chain: max topics,
+    anti-affinity, even distribution; ``filter_candidates``): Pulsar takes ``unload
+    --destinationBroker`` to any active broker, so it stays eligible, and the plan shows the
+    filter's refusal as a veto an operator overrides knowingly.
 
     Raises:
         BalancerError: an unknown bundle (``field`` "bundle").
@@ -1407,6 +1435,7 @@ def unload_destinations(
     out = []
     for name in sorted(snapshot.brokers):
         why: str | None = None
+        warning: str | None = None
         if name == owner:
             why = "the bundle's owner"
         elif name not in serving:
@@ -1414,12 +1443,12 @@ def unload_destinations(
             why = f"not serving ({state})" if state != "active" else "not serving (lost)"
         elif name not in kept:
             rejection = refused.get(name)
-            why = (
+            warning = (
                 f"{rejection.filter} filter: {rejection.detail or rejection.reason}"
                 if rejection
                 else "the placement filters"
             )
-        out.append({"broker": name, "eligible": why is None, "why": why})
+        out.append({"broker": name, "eligible": why is None, "why": why, "warning": warning})
     return out
 
 
@@ -1609,7 +1638,10 @@ def plan_activate(snapshot: ClusterSnapshot, config: CycleConfig, broker: str) -
         strategy="operator",
     )
     serving = _serving(snapshot, config, snapshot.now)
-    return _operator_plan(snapshot, config, {}, [change], serving)
+    lost, _ = broker_life(snapshot, config.safety, snapshot.now)
+    # After it, the broker serves too (unless lost): the figures after are over it as well.
+    after = serving if broker in serving or broker in lost else [*serving, broker]
+    return _operator_plan(snapshot, config, {}, [change], after, serving)
 
 
 def apply_to_owners(

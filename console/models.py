@@ -54,6 +54,8 @@ class Broker(models.Model):
         FailureDomain, null=True, blank=True, on_delete=models.SET_NULL, related_name="brokers"
     )
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
+    # When ``state`` last changed (None: never, since the broker appeared): a drain began then.
+    state_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

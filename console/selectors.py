@@ -19,7 +19,7 @@ import psycopg
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
-from django.db.models import Field, Q, QuerySet
+from django.db.models import Count, Field, Q, QuerySet
 from psycopg.abc import Buffer
 
 from balancer.bundle_table import BundleNames, BundleTable
@@ -357,10 +357,12 @@ def broker_rankings() -> list[dict[str, Any]]:
 
 
 def current_imbalance(rows: list[dict[str, Any]] | None = None) -> dict[str, float]:
-    """CV, mean and std of the active brokers' scores (fractions), from the newest reports."""
+    """CV, mean and std of the serving brokers' scores (fractions: active and reporting), from
+    the newest reports, and ``serving``, how many they are (below 2 the CV says nothing)."""
     rows = broker_rankings() if rows is None else rows
-    spread = imbalance(r["score"] / 100 for r in rows if r["state"] == "active" and r["reportedAt"])
-    return {"cv": spread.cv, "mean": spread.mean, "std": spread.std}
+    scores = [r["score"] / 100 for r in rows if r["state"] == "active" and r["reportedAt"]]
+    spread = imbalance(scores)
+    return {"cv": spread.cv, "mean": spread.mean, "std": spread.std, "serving": len(scores)}
 
 
 def bundles_with_loads(bundles: Sequence[Bundle]) -> Sequence[Bundle]:
@@ -867,16 +869,54 @@ def bundle_map(*, now: datetime | None = None) -> dict[str, Any]:
     }
 
 
+def drain_progress() -> dict[str, dict[str, Any]]:
+    """Each broker that is draining or drained, by name: ``{"state", "since" (ISO 8601 UTC or
+    None), "bundles" (still owned), "queued", "inFlight" (sent, being verified), "failed"
+    (moves from or to it that ended failed or skipped since its drain began)}`` — moves on an
+    attached Pulsar cluster (``PulsarMove``); 0 on the simulator, whose moves apply at once."""
+    rows = list(Broker.objects.exclude(state=Broker.State.ACTIVE))
+    if not rows:
+        return {}
+    names = [b.name for b in rows]
+    owned = dict(
+        Bundle.objects.filter(owner__name__in=names)
+        .values("owner__name")
+        .annotate(n=Count("id"))
+        .values_list("owner__name", "n")
+    )
+    moves = PulsarMove.objects.filter(Q(source__in=names) | Q(destination__in=names))
+    out: dict[str, dict[str, Any]] = {}
+    for broker in rows:
+        mine = moves.filter(Q(source=broker.name) | Q(destination=broker.name))
+        failed = mine.filter(outcome__in=[PulsarMove.Outcome.FAILED, PulsarMove.Outcome.SKIPPED])
+        if broker.state_since is not None:
+            failed = failed.filter(finished_at__gte=broker.state_since)
+        out[broker.name] = {
+            "state": broker.state,
+            "since": broker.state_since.astimezone(UTC).isoformat() if broker.state_since else None,
+            "bundles": owned.get(broker.name, 0),
+            "queued": mine.filter(state=PulsarMove.State.QUEUED).count(),
+            "inFlight": mine.filter(
+                state__in=[PulsarMove.State.SENDING, PulsarMove.State.VERIFYING]
+            ).count(),
+            "failed": failed.count(),
+        }
+    return out
+
+
 def domain_layout(*, now: datetime | None = None) -> dict[str, Any]:
     """Failure domains as columns of broker cards (the dashboard's ranking rows) and the
     anti-affinity groups' spread with its violations (``anti_affinity_spread``): ``{"at",
-    "failureDomainsEnabled", "domains": [{"name", "brokers": [ranking rows]}], "groups"}``."""
+    "failureDomainsEnabled", "domains": [{"name", "brokers": [ranking rows, with "drain":
+    ``drain_progress``'s figures or None]}], "groups"}``."""
     now = now or datetime.now(UTC)
     config = balancer_config_get()
     cycle = cycle_config_get(config)
     rows = broker_rankings()
+    drains = drain_progress()
     domains: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["name"]):
+        row = {**row, "drain": drains.get(row["name"])}
         domains.setdefault(row["failureDomain"] or "default", []).append(row)
     snapshot = cluster_snapshot_get(now=now)
     lost, _ = broker_life(snapshot, cycle.safety, now.timestamp())

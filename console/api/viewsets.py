@@ -261,16 +261,28 @@ class OperatorActionInput(serializers.Serializer):
     )
 
 
+def _overrides_field() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=60),
+        required=False,
+        max_length=10,
+        help_text="with force: the vetoes the preview showed (its overrides); a forced plan "
+        "that would pass another is refused with 409",
+    )
+
+
 class UndoInput(OperatorActionInput):
     force = serializers.BooleanField(
         required=False, default=False, help_text="override a veto (cool-down, grace period...)"
     )
+    overrides = _overrides_field()
 
 
 class UnloadInput(OperatorActionInput):
     expected_owner = serializers.CharField(required=False, allow_blank=True, max_length=200)
     destination = serializers.CharField(required=False, allow_blank=True, max_length=200)
     force = serializers.BooleanField(required=False, default=False)
+    overrides = _overrides_field()
 
 
 class SplitInput(OperatorActionInput):
@@ -374,6 +386,7 @@ def _unload(request: Request, name: str) -> Response:
         expected_owner=data.get("expected_owner"),
         destination=data.get("destination"),
         force=data.get("force", False),
+        overrides=data.get("overrides"),
         note=data.get("reason", ""),
         preview=data["preview"],
     )
@@ -391,6 +404,7 @@ def _undo(request: Request, undo: Callable[..., dict[str, Any]], target: str | i
             actor=acting_user(request),
             note=data.get("reason", ""),
             force=data.get("force", False),
+            overrides=data.get("overrides"),
             preview=data["preview"],
         )
     )

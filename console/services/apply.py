@@ -15,6 +15,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q
 
 from balancer import bundles as bundle_ops
 from balancer.cycle import Action, ActionKind, CyclePlan
@@ -133,6 +134,7 @@ def plan_apply(
         brokers = {b.name: b for b in Broker.objects.all()}
         decision = _decision(plan, now, kind)
         stale: list[dict[str, Any]] = []
+        waiting: list[dict[str, Any]] = []
         skipped: set[str] = set()
         pending_moves: dict[str, Action] = {}
         events: list[AuditEvent] = []
@@ -173,7 +175,7 @@ def plan_apply(
                 events.append(event)
             elif action.kind == ActionKind.BROKER_STATE:
                 event = _broker_state(
-                    plan, decision, action, brokers, now, actor, refuse_stale, stale
+                    plan, decision, action, brokers, now, actor, refuse_stale, stale, waiting
                 )
                 if event is not None:
                     events.append(event)
@@ -186,8 +188,9 @@ def plan_apply(
                 event.reverses = reverses
         AuditEvent.objects.bulk_create(events)
         _moves_count(events, actor)
-        if stale:
-            decision.details = {**decision.details, "stale": stale}
+        extra = {k: v for k, v in (("stale", stale), ("waiting", waiting)) if v}
+        if extra:
+            decision.details = {**decision.details, **extra}
             decision.save(update_fields=["details"])
         for event in AuditEvent.objects.filter(decision=decision).select_related("actor"):
             realtime.publish(realtime.BUNDLE_MOVED, event.summary())
@@ -238,14 +241,23 @@ def _broker_state(
     actor: User | None,
     refuse_stale: bool,
     stale: list[dict[str, Any]],
+    waiting: list[dict[str, Any]],
 ) -> AuditEvent | None:
     """A broker's state (Fulcrum's own: active, draining, drained), by compare-and-set on the
     state the plan saw: an operator's activation made after the snapshot is never overwritten
-    by a tick's "drained". None (listed as stale) when it changed."""
+    by a tick's "drained". None (listed as stale) when it changed. A broker is *drained* only
+    when it owns no bundle and no move to or from it is queued or in flight on Pulsar (moves
+    are applied when Pulsar is seen doing them): until then it stays draining, said in the
+    decision's ``waiting`` (not stale — a tick says it again once it is true)."""
     broker = brokers.get(action.target)
+    if broker is not None and action.destination == Broker.State.DRAINED:
+        left = drain_left(broker)
+        if left:
+            waiting.append({"broker": broker.name, "reason": left})
+            return None
     changed = broker is not None and Broker.objects.filter(
         pk=broker.pk, state=action.source
-    ).update(state=action.destination)
+    ).update(state=action.destination, state_since=now)
     if not changed:
         _stale_state(action, broker, refuse_stale, stale)
         return None
@@ -258,6 +270,23 @@ def _broker_state(
         reason=f"{action.source} -> {action.destination}: {_said(action)}",
         decision=decision,
         load_before=_figures(plan, action.target),
+    )
+
+
+def drain_left(broker: Broker) -> str:
+    """What keeps ``broker`` from being drained, in words ("" when nothing): the bundles it
+    still owns, and the moves from or to it queued or in flight on Pulsar."""
+    owned = Bundle.objects.filter(owner=broker).count()
+    moving = PulsarMove.objects.filter(state__in=PulsarMove.IN_FLIGHT).filter(
+        Q(source=broker.name) | Q(destination=broker.name)
+    )
+    queued = moving.filter(state=PulsarMove.State.QUEUED).count()
+    flying = moving.exclude(state=PulsarMove.State.QUEUED).count()
+    if not (owned or queued or flying):
+        return ""
+    return (
+        f"{broker.name} stays draining: {owned} bundle(s) still on it, {queued} move(s) "
+        f"queued and {flying} in flight on Pulsar"
     )
 
 
@@ -478,6 +507,7 @@ def _apply_through_pulsar(
         brokers = {b.name: b for b in Broker.objects.all()}
         decision = _decision(plan, now, kind)
         stale: list[dict[str, Any]] = []
+        waiting: list[dict[str, Any]] = []
         skipped: set[str] = set()
         left: list[str] = []
         lost: list[str] = []
@@ -545,7 +575,7 @@ def _apply_through_pulsar(
                 moves.append(_unload_move(plan, decision, now, actor, unload, action))
             elif action.kind == ActionKind.BROKER_STATE:
                 changed = _broker_state(
-                    plan, decision, action, brokers, now, actor, refuse_stale, stale
+                    plan, decision, action, brokers, now, actor, refuse_stale, stale, waiting
                 )
                 if changed is not None:
                     events.append(changed)
@@ -573,6 +603,8 @@ def _apply_through_pulsar(
         extra: dict[str, Any] = {}
         if stale:
             extra["stale"] = stale
+        if waiting:
+            extra["waiting"] = waiting
         if lost:
             extra["lostLeftToPulsar"] = {
                 "bundles": lost,

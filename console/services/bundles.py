@@ -4,6 +4,7 @@ split. Each is a plan of the cycle (balancer.cycle), screened by its vetoes and 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -122,15 +123,42 @@ def bundle_lookup(topic: str, *, place: bool, now: datetime | None = None) -> di
 
 def _preview(plan: CyclePlan, forced: CyclePlan | None, **extra: Any) -> dict[str, Any]:
     """What an operator's action would do, applied to nothing: the plan (actions, vetoes,
-    predicted CV), whether ``force`` would override its vetoes, and ``extra``."""
+    predicted CV), whether ``force`` would override its vetoes, which (``overrides``: every
+    veto the forced plan passes — all of them shown in the plan), and ``extra``."""
+    overridable = bool(plan.vetoed) and forced is not None and not forced.vetoed
     return {
         "preview": True,
         "plan": plan.as_dict(),
         "summary": plan.summary(),
         "vetoed": bool(plan.vetoed),
-        "overridable": bool(plan.vetoed) and forced is not None and not forced.vetoed,
+        "overridable": overridable,
+        "overrides": _overridden(forced) if overridable and forced is not None else [],
         **extra,
     }
+
+
+def _overridden(plan: CyclePlan) -> list[str]:
+    """The vetoes ``plan`` passes by force, in the order of its actions, once each."""
+    return list(dict.fromkeys(str(a.veto) for a in plan.actions if a.forced and a.veto))
+
+
+def _overrides_check(plan: CyclePlan, overrides: Sequence[str] | None) -> None:
+    """An override takes what the preview showed and nothing else: with ``overrides`` (the
+    preview's list), a forced plan that would pass another veto is refused.
+
+    Raises:
+        ConsoleError: 409 naming ``overrides`` and each veto the preview did not show.
+    """
+    if overrides is None:
+        return
+    more = [v for v in _overridden(plan) if v not in set(overrides)]
+    if more:
+        raise ConsoleError(
+            f"the override would also pass {', '.join(more)}, which the preview did not show "
+            f"(it showed {', '.join(overrides) or 'none'}): preview again",
+            status=409,
+            field="overrides",
+        )
 
 
 def bundle_unload(
@@ -140,6 +168,7 @@ def bundle_unload(
     expected_owner: str | None = None,
     destination: str | None = None,
     force: bool = False,
+    overrides: Sequence[str] | None = None,
     note: str = "",
     preview: bool = False,
     now: datetime | None = None,
@@ -154,7 +183,8 @@ def bundle_unload(
         ConsoleError: 404 unknown bundle; 409 when the bundle is no longer owned by
             ``expected_owner``, has no owner, a veto refuses the move (cool-down, grace period,
             rate limit, blacklist, a destination the placement filters refuse — ``force``
-            overrides these), or another operator moved it first.
+            overrides these; given ``overrides``, the preview's list, only those), or another
+            operator moved it first.
     """
     actor_check(actor)
     now = now or timezone.now()
@@ -187,6 +217,8 @@ def bundle_unload(
             throughput=load.short_term.throughput if load else 0.0,
         )
     _refuse_vetoed(plan)
+    if force:
+        _overrides_check(plan, overrides)
     unload = plan.planned(ActionKind.UNLOAD)[0]
     _check_expected(row, expected_owner, unload.source or "")
     decision = plan_apply(
@@ -279,14 +311,15 @@ def bundle_unload_undo(
     actor: User | None,
     note: str = "",
     force: bool = False,
+    overrides: Sequence[str] | None = None,
     preview: bool = False,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """Undo a completed unload: the bundle goes back to the broker it left, as a new operator's
     unload (``bundle_unload``: the same vetoes — cool-down, grace period, budget, filters —,
-    ``force`` and the preview) whose audit row links to the one it reverses. The answer is
-    ``bundle_unload``'s with ``reverses`` (the audit row) and ``undoes`` (its ``source``,
-    ``destination`` and ``at``, ISO 8601 UTC).
+    ``force`` with the preview's ``overrides``, and the preview) whose audit row links to the
+    one it reverses. The answer is ``bundle_unload``'s with ``reverses`` (the audit row) and
+    ``undoes`` (its ``source``, ``destination`` and ``at``, ISO 8601 UTC).
 
     Raises:
         ConsoleError: 404 an unknown audit row; 400 a row that is not an unload to a broker;
@@ -347,6 +380,7 @@ def bundle_unload_undo(
         expected_owner=owner,
         destination=event.source,
         force=force,
+        overrides=overrides,
         note=f"{said}: {note}" if note else said,
         preview=preview,
         now=now,
@@ -367,6 +401,7 @@ def bundle_last_move_undo(
     actor: User | None,
     note: str = "",
     force: bool = False,
+    overrides: Sequence[str] | None = None,
     preview: bool = False,
     now: datetime | None = None,
 ) -> dict[str, Any]:
@@ -404,7 +439,13 @@ def bundle_last_move_undo(
             field="bundle",
         )
     return bundle_unload_undo(
-        last.pk, actor=actor, note=note, force=force, preview=preview, now=now
+        last.pk,
+        actor=actor,
+        note=note,
+        force=force,
+        overrides=overrides,
+        preview=preview,
+        now=now,
     )
 
 

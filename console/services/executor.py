@@ -18,7 +18,7 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
@@ -28,7 +28,7 @@ from balancer import bundles as bundle_ops
 from balancer.errors import BalancerError
 from console import metrics, realtime
 from console.access import actor_check
-from console.models import AuditEvent, PulsarConnection, PulsarMove
+from console.models import AuditEvent, Broker, PulsarConnection, PulsarMove
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.pulsar.observe import Observation, affinity_by_range, supports_destination
 from console.services.connections import connection_get
@@ -251,6 +251,8 @@ def moves_send(
     for m in claimed:
         m.attempts += 1
     owners = _owners([m.bundle for m in claimed])
+    states = dict(Broker.objects.values_list("name", "state"))
+    replanner = _Replanner(now)
     sends: list[_Send] = []
     for move in claimed:
         move.sent_at = now
@@ -258,14 +260,19 @@ def moves_send(
         why = _refusal(move, owners)
         if not why and waited > QUEUED_TTL_S:
             why = f"queued {waited:.0f} s ago, longer than {QUEUED_TTL_S:.0f} s: its plan is stale"
+        note = ""
+        gone = _destination_gone(move, states)
+        if not why and gone:
+            # Its destination left service after the plan (a drain): planned again, by the
+            # same rules, among the brokers that serve now.
+            why, note = replanner.replan(move, gone)
         if why:
             _finish(move, PulsarMove.Outcome.SKIPPED, f"{why}; nothing was sent", now)
             continue
         destination = move.destination or None
-        note = ""
         if destination and not supports_destination(version):
             destination = None
-            note = (
+            note += (
                 f"destination not supported by this cluster's version ({version}): sent as a "
                 f"plain unload (planned for {move.destination}), Pulsar places the bundle; "
             )
@@ -404,6 +411,71 @@ def _refusal(move: PulsarMove, owners: dict[str, str | None]) -> str:
     if move.destination and move.destination == owner:
         return f"it is already on {owner}: no transfer to the current owner"
     return ""
+
+
+def _destination_gone(move: PulsarMove, states: dict[str, str]) -> str:
+    """Why an unload's planned destination no longer takes bundles ("" when it does): it is
+    draining or drained (an operator's drain began after the plan), or no longer a broker."""
+    if move.kind != PulsarMove.Kind.UNLOAD or not move.destination:
+        return ""
+    state = states.get(move.destination)
+    if state is None:
+        return f"{move.destination} is no longer a broker"
+    if state != Broker.State.ACTIVE:
+        return f"{move.destination} is {state}"
+    return ""
+
+
+class _Replanner:
+    """Plans a queued unload's destination again when its own left service: the operator's
+    unload of the cycle (``balancer.cycle.plan_unload``, the configured placement among the
+    brokers that serve now) on one snapshot for the whole pass, past the bundle's cool-down
+    (which its own queuing started). The move's new destination is audited."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self.inputs: tuple[Any, Any, Any] | None = None
+
+    def replan(self, move: PulsarMove, gone: str) -> tuple[str, str]:
+        """(why it must not be sent, "") or ("", a note for its outcome) with
+        ``move.destination`` set to the new one (saved)."""
+        from balancer.cycle import ActionKind, plan_unload
+        from console import selectors
+
+        if self.inputs is None:
+            config = selectors.balancer_config_get()
+            self.inputs = (
+                selectors.cluster_snapshot_get(now=self.now),
+                selectors.cycle_config_get(config),
+                config.state,
+            )
+        snapshot, cycle, state = self.inputs
+        try:
+            plan = plan_unload(snapshot, cycle, state, move.bundle, force=True)
+        except (BalancerError, KeyError) as exc:
+            return f"{gone}, and no other destination could be planned ({exc})", ""
+        place = next(iter(plan.planned(ActionKind.PLACE)), None)
+        if place is None or not place.destination:
+            vetoed = plan.vetoed[0].explanation if plan.vetoed else "no broker may take it"
+            return f"{gone}, and no other broker may take it: {vetoed}", ""
+        planned = move.destination
+        move.destination = place.destination
+        PulsarMove.objects.filter(pk=move.pk).update(destination=place.destination)
+        said = (
+            f"re-planned when sending: {gone} since the plan, so not to {planned}; "
+            f"to {place.destination} instead ({place.explanation})"
+        )
+        event = AuditEvent.objects.create(
+            at=self.now,
+            action=AuditEvent.Action.PLACE,
+            target=move.bundle,
+            source=move.source,
+            destination=place.destination,
+            reason=said,
+            decision=move.audit.decision if move.audit else None,
+        )
+        realtime.publish(realtime.BUNDLE_MOVED, event.summary())
+        return "", f"{said}; "
 
 
 def moves_verify(connection: PulsarConnection, seen: Observation, *, now: datetime) -> int:

@@ -235,7 +235,7 @@ const Fulcrum = (() => {
       if (p.full) rankings.clear();
       p.changed.forEach((r) => rankings.set(r.name, r));
       renderRankings(p.order.map((name) => rankings.get(name)).filter(Boolean));
-      document.getElementById("cv").textContent = p.cv.toFixed(3);
+      document.getElementById("cv").textContent = cvText(p.cv, p.serving);
       document.getElementById("mean").textContent = `${Math.round(p.mean * 100)} %`;
     }
     on("balancer.load_reported", showRankings);
@@ -506,6 +506,25 @@ const Fulcrum = (() => {
     : `hsl(${Math.round((index * 137.508) % 360)}, 55%, 50%)`;
   const hex = (n) => `0x${n.toString(16).padStart(8, "0")}`;
   const utc = (iso) => iso ? `${iso.slice(0, 10)} ${iso.slice(11, 19)} UTC` : "never";
+  // A CV in words: below two serving brokers there is no spread to measure (one broker's CV
+  // is 0 however loaded it is), said instead of a reassuring 0.000.
+  const cvText = (cv, serving, digits = 3) => (serving !== undefined && serving < 2)
+    ? `— (${serving} serving broker${serving === 1 ? "" : "s"})` : cv.toFixed(digits);
+  // What an override passes, as the preview listed it (nothing else is overridden).
+  const overrideSaid = (overrides) => (overrides && overrides.length)
+    ? `: ${overrides.join(" and ")}, as the preview shows` : "";
+  // A drain's progress in words (selectors.drain_progress): what is left before "drained".
+  const drainSaid = (d) => {
+    if (!d) return "";
+    const since = d.since ? ` since ${d.since.slice(11, 19)} UTC` : "";
+    const failed = d.failed ? `, ${d.failed} failed` : "";
+    if (d.state === "drained") {
+      if (!(d.bundles || d.queued || d.inFlight)) return `drained${since}: no bundle, nothing in flight${failed}`;
+      return `drained${since}, yet ${d.bundles} bundle${d.bundles === 1 ? "" : "s"} on it, ${d.queued} queued, ${d.inFlight} in flight${failed}`;
+    }
+    return `draining${since}: ${d.bundles} bundle${d.bundles === 1 ? "" : "s"} left, ${d.queued} queued, ` +
+      `${d.inFlight} in flight${failed}`;
+  };
   const pct = (f) => `${(f * 100).toFixed(1)} %`;
   function el(tag, attrs, text) {
     const node = document.createElement(tag);
@@ -555,7 +574,8 @@ const Fulcrum = (() => {
       parts.actions.appendChild(li);
     });
     const b = body.plan.stats.before, f = body.plan.stats.after;
-    parts.stats.textContent = `CV ${b.cv.toFixed(3)} → ${f.cv.toFixed(3)} predicted; max/mean ${b.maxOverMean.toFixed(2)} → ${f.maxOverMean.toFixed(2)}; mean usage ${pct(b.avgUsage)}.`;
+    parts.stats.textContent = `over the serving brokers (${b.serving} now, ${f.serving} after): CV ${cvText(b.cv, b.serving)} → ` +
+      `${cvText(f.cv, f.serving)} predicted; max/mean ${b.maxOverMean.toFixed(2)} → ${f.maxOverMean.toFixed(2)}; mean usage ${pct(b.avgUsage)}.`;
   }
 
   function bundleMap(initial, isOperator) {
@@ -855,7 +875,10 @@ const Fulcrum = (() => {
       try {
         const body = await post(`/api/bundles/by-name/unload/`, {bundle: selected, preview: true});
         body.destinations.forEach((d) => {
-          const option = el("option", {value: d.broker}, d.eligible ? d.broker : `${d.broker} — ${d.why}`);
+          // Pulsar takes a destination to any active broker: one a placement filter would not
+          // choose stays a choice, with the filter's refusal as a warning (a veto to override).
+          const option = el("option", {value: d.broker, title: d.why || d.warning || ""},
+            !d.eligible ? `${d.broker} — ${d.why}` : d.warning ? `${d.broker} — ⚠ ${d.warning}` : d.broker);
           option.disabled = !d.eligible;
           select.appendChild(option);
         });
@@ -938,6 +961,7 @@ const Fulcrum = (() => {
         }
         const override = document.getElementById("plan-override");
         override.hidden = !answer.overridable;
+        document.getElementById("plan-force-what").textContent = overrideSaid(answer.overrides);
         document.getElementById("plan-force").checked = false;
         const confirmButton = document.getElementById("plan-confirm");
         confirmButton.disabled = answer.vetoed && !answer.overridable;
@@ -947,7 +971,7 @@ const Fulcrum = (() => {
         // An undo is confirmed for the very move previewed (its audit row): refused as undone
         // already if another operator, or another tab, undid it first.
         const url = kind === "undo" ? `/api/audit/${answer.reverses}/undo/` : `/api/bundles/by-name/${kind}/`;
-        pending = {url, body, label, vetoed: answer.vetoed};
+        pending = {url, body, label, vetoed: answer.vetoed, overrides: answer.overrides || []};
       } catch (err) {
         hidePlan();
         result.className = "result error";
@@ -972,6 +996,7 @@ const Fulcrum = (() => {
         if (!pending) return;
         const {url, body, label} = pending;
         if (pending.vetoed) body.force = document.getElementById("plan-force").checked;
+        if (body.force) body.overrides = pending.overrides;  // what the preview showed, no more
         hidePlan();
         result.className = "result";
         result.textContent = `${label}…`;
@@ -1186,7 +1211,7 @@ const Fulcrum = (() => {
             ["strategy", (p) => p.strategy], ["reason", (p) => p.reason], ["plan", (p) => p.summary],
             ["unloads", (p) => p.actions.filter((a) => a.kind === "unload" && a.outcome === "planned").length],
             ["vetoed", (p) => p.actions.filter((a) => a.outcome === "vetoed").length],
-            ["CV now → predicted", (p) => `${p.before.cv.toFixed(3)} → ${p.after.cv.toFixed(3)}`],
+            ["CV now → predicted", (p) => `${cvText(p.before.cv, p.before.serving)} → ${cvText(p.after.cv, p.after.serving)}`],
             ["max / mean now → predicted", (p) => `${p.before.maxOverMean.toFixed(2)} → ${p.after.maxOverMean.toFixed(2)}`],
           ];
           rows.forEach(([label, get]) => {
@@ -1288,6 +1313,15 @@ const Fulcrum = (() => {
       if (response.ok) { history = await response.json(); draw(); }
     }));
     const refresh = liveRefresh({toString: url}, (fresh) => { history = fresh; draw(); }, 10000);
+    const progress = document.getElementById("drain-progress");
+    if (progress) {
+      progress.textContent = drainSaid(JSON.parse(document.getElementById("drain-data").textContent));
+      // Live while it drains: the same figures as the domains page's card.
+      liveRefresh("/api/domains/", (fresh) => {
+        const row = fresh.domains.flatMap((d) => d.brokers).find((b) => b.name === name);
+        progress.textContent = row && row.drain ? drainSaid(row.drain) : "";
+      }, 2000);
+    }
     if (isOperator) {
       const open = stateDialog(result, () => location.reload());
       document.querySelectorAll("button.drain, button.activate").forEach((button) =>
@@ -1339,6 +1373,7 @@ const Fulcrum = (() => {
           bar.appendChild(fill);
           card.appendChild(bar);
           card.appendChild(el("p", {}, `usage ${b.score} % · CPU ${b.cpu} % · ${b.bundles} bundles · ${fmtBytes(b.throughput)}`));
+          if (b.drain) card.appendChild(el("p", {class: `drain-progress ${b.drain.state}`, role: "status"}, drainSaid(b.drain)));
           const tags = el("p", {class: "tags"});
           markers(b.name).forEach((m) => tags.appendChild(el("span", {class: `tag${m.violated ? " violated" : ""}`,
             title: m.namespaces.join(", ")}, `⚑ ${m.group}: ${m.namespaces.length} ns`)));
@@ -1683,6 +1718,8 @@ const Fulcrum = (() => {
           `Undo: ${button.dataset.bundle} back to ${button.dataset.from} (now on ${button.dataset.to})`;
         renderPlan(body, parts);
         forceRow.hidden = !body.overridable;
+        document.getElementById("undo-force-what").textContent = overrideSaid(body.overrides);
+        overrides = body.overrides || [];
         vetoed = body.vetoed;  // a veto: confirmed only with the override ticked
         confirmButton.disabled = vetoed;
         if (body.vetoed) parts.summary.textContent = `Vetoed: ${body.summary}`;
@@ -1690,7 +1727,7 @@ const Fulcrum = (() => {
         dialog.showModal();
       } catch (err) { say(err.message, "error"); }
     }
-    let vetoed = false;
+    let vetoed = false, overrides = [];
     force.addEventListener("change", () => { confirmButton.disabled = vetoed && !force.checked; });
     document.getElementById("undo-cancel").addEventListener("click", () => dialog.close());
     confirmButton.addEventListener("click", async () => {
@@ -1699,6 +1736,7 @@ const Fulcrum = (() => {
       try {
         const body = await post(`/api/audit/${pending.dataset.audit}/undo/`, {
           reason: document.getElementById("undo-reason").value, force: force.checked,
+          ...(force.checked ? {overrides} : {}),
         });
         say(`Undone: ${body.bundle} ${body.source} → ${body.destination} (audit row ${body.audit}).`, "ok");
         setTimeout(() => location.reload(), 1200);

@@ -352,6 +352,11 @@ def test_operator_split_drain_and_activate():
     # Before: every serving broker, the drained one too; after: without it.
     assert set(drain.before.brokers) == {"b1", "b2"}
     assert set(drain.after.brokers) == {"b2"}
+    # One broker serves everything after it: its CV (0) says nothing of balance, said so.
+    assert (drain.before.serving, drain.after.serving) == (2, 1)
+    assert drain.after.cv == 0.0
+    assert "no CV: 1 serving broker predicted" in drain.summary()
+    assert drain.as_dict()["stats"]["after"]["serving"] == 1
     draining = ClusterSnapshot(
         NOW, {**snap.brokers, "b1": replace(snap.brokers["b1"], state="draining")}, snap.bundles
     )
@@ -364,6 +369,16 @@ def test_operator_split_drain_and_activate():
         plan_drain(snap, config(), {}, "zz")
     activate = plan_activate(draining, config(), "b1")
     assert [(a.source, a.destination) for a in activate.planned()] == [("draining", "active")]
+    # Before: b2 alone serves (no CV to speak of); after: b1 serves again, counted.
+    assert (activate.before.serving, activate.after.serving) == (1, 2)
+    assert set(activate.after.brokers) == {"b1", "b2"}
+    assert "no CV: 1 serving broker -> CV" in activate.summary()
+    # A broker that stopped reporting is not counted as serving after it is activated.
+    lost_snap = replace(
+        draining,
+        brokers={**draining.brokers, "b1": replace(draining.brokers["b1"], reported_at=0.0)},
+    )
+    assert plan_activate(lost_snap, config(), "b1").after.serving == 1
     with pytest.raises(BalancerError):
         plan_activate(snap, config(), "zz")
 
@@ -435,6 +450,7 @@ def test_prediction_moves_bandwidth_and_the_models_cpu():
         "std": 0.0,
         "cv": 0.0,
         "maxOverMean": 0.0,
+        "serving": 0,
         "brokers": {},
     }
 
@@ -663,17 +679,30 @@ def test_unload_destinations_say_why_each_other_broker_is_refused():
     choices = {
         c["broker"]: c for c in unload_destinations(snap, config(), "t/a/0x00000000_0xffffffff")
     }
-    assert choices["b1"] == {"broker": "b1", "eligible": False, "why": "the bundle's owner"}
+    assert choices["b1"] == {
+        "broker": "b1",
+        "eligible": False,
+        "why": "the bundle's owner",
+        "warning": None,
+    }
     assert choices["b2"]["eligible"] is True
-    assert choices["b2"]["why"] is None
-    # b3 owns t/c of the same group: the anti-affinity filter keeps b2 (none of the group).
-    assert not choices["b3"]["eligible"]
-    assert choices["b3"]["why"].startswith("anti_affinity filter: owns 1 namespaces of group 'ha'")
+    assert choices["b2"]["why"] is choices["b2"]["warning"] is None
+    # b3 owns t/c of the same group: the anti-affinity filter would keep b2 (none of the
+    # group). Pulsar takes a destination to any active broker: b3 stays a choice, warned.
+    assert choices["b3"]["eligible"] is True
+    assert choices["b3"]["warning"].startswith(
+        "anti_affinity filter: owns 1 namespaces of group 'ha'"
+    )
     assert choices["b4"]["why"] == "not serving (draining)"
-    # The list says what plan_unload does with each destination.
+    # The list says what plan_unload does with each destination: refused (whatever force
+    # says), vetoed by a filter an override takes, or planned.
     for name, choice in choices.items():
         plan = plan_unload(snap, config(), {}, "t/a/0x00000000_0xffffffff", destination=name)
-        assert bool(plan.vetoed) is not choice["eligible"], name
+        forced = plan_unload(
+            snap, config(), {}, "t/a/0x00000000_0xffffffff", destination=name, force=True
+        )
+        assert bool(plan.vetoed) is (not choice["eligible"] or choice["warning"] is not None)
+        assert bool(forced.vetoed) is not choice["eligible"], name
     lost = unload_destinations(snap, config(), "t/c/0x00000000_0xffffffff", now=NOW + 10_000)
     assert all(c["why"] == "not serving (lost)" for c in lost if c["broker"] in ("b1", "b2"))
     with pytest.raises(BalancerError):
@@ -866,3 +895,30 @@ def test_a_placement_on_an_overloaded_broker_carries_no_infinite_metric():
     (place,) = plan.planned(ActionKind.PLACE)
     assert place.metric is None  # LeastLongTermMessageRate scores both +inf (overloaded)
     assert place.reason == "ReselectedOverloaded"
+
+
+def test_a_cv_is_said_only_over_two_serving_brokers_or_more():
+    assert LoadStats.of({}).cv_said() == "no CV: 0 serving brokers"
+    assert LoadStats.of({"b1": 0.9}).cv_said() == "no CV: 1 serving broker"
+    assert LoadStats.of({"b1": 0.9, "b2": 0.3}).cv_said() == "CV 0.50"
+
+
+def test_an_override_takes_every_veto_the_preview_showed_and_no_other():
+    """Issue 25, item 3: an unload in its cool-down to a destination the anti-affinity filter
+    refuses shows both vetoes unforced, and forced overrides exactly those two."""
+    snap = _three_domains({"t/a": "ha", "t/c": "ha"})
+    bundle = "t/a/0x00000000_0xffffffff"
+    cooling = replace(snap, recently_unloaded={bundle: NOW - 10})
+    cfg = config(safety=SafetyConfig(bundle_cool_down_s=600))
+    shown = plan_unload(cooling, cfg, {}, bundle, destination="b3")
+    assert [(a.kind, a.veto) for a in shown.vetoed] == [
+        ("unload", Reason.COOL_DOWN),
+        ("place", Reason.ANTI_AFFINITY),
+    ]
+    forced = plan_unload(cooling, cfg, {}, bundle, destination="b3", force=True)
+    assert not forced.vetoed
+    assert {a.veto for a in forced.actions if a.forced} == {Reason.COOL_DOWN, Reason.ANTI_AFFINITY}
+    # A destination the filters keep: the cool-down alone is shown, and alone overridden.
+    alone = plan_unload(cooling, cfg, {}, bundle, destination="b2")
+    assert [a.veto for a in alone.vetoed] == [Reason.COOL_DOWN]
+    assert [a.veto for a in alone.actions if a.forced] == []

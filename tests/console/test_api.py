@@ -163,7 +163,12 @@ def test_previews_plan_and_write_nothing(owned, operator_client):
     assert unload["owner"] == owner
     assert [a["kind"] for a in unload["plan"]["actions"]] == ["unload", "place"]
     choices = {d["broker"]: d for d in unload["destinations"]}
-    assert choices[owner] == {"broker": owner, "eligible": False, "why": "the bundle's owner"}
+    assert choices[owner] == {
+        "broker": owner,
+        "eligible": False,
+        "why": "the bundle's owner",
+        "warning": None,
+    }
     assert any(d["eligible"] for d in unload["destinations"])
     split = operator_client.post(
         f"/api/bundles/{owned.pk}/split/", {"preview": True, "reason": "hot"}, format="json"
@@ -190,6 +195,22 @@ def test_a_preview_says_whether_an_override_would_pass_its_veto(owned, operator_
     assert again["vetoed"] is True
     assert again["overridable"] is True  # a cool-down: force passes it
     assert again["plan"]["actions"][0]["veto"] == "CoolDown"
+    assert again["overrides"] == ["CoolDown"]
+    # The override the preview showed, and the API refuses one that would pass more.
+    bad = operator_client.post(
+        "/api/bundles/by-name/unload/",
+        {"bundle": owned.name, "force": True, "overrides": "CoolDown"},
+        format="json",
+    )
+    assert bad.status_code == 400
+    assert "overrides" in bad.content.decode()
+    forced = operator_client.post(
+        "/api/bundles/by-name/unload/",
+        {"bundle": owned.name, "force": True, "overrides": []},
+        format="json",
+    )
+    assert forced.status_code == 409
+    assert "CoolDown, which the preview did not show" in forced.content.decode()
     split = operator_client.post(
         f"/api/bundles/{owned.pk}/split/",
         {"preview": True, "algorithm": "flow_or_qps_equally_divide"},

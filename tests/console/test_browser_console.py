@@ -117,10 +117,25 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator("#panel-facts")).to_contain_text("MiB/s")
             options = page.locator("#unload-destination option:not([disabled])")
             expect(options).not_to_have_count(1)  # the destinations arrived
-            eligible = [v for v in options.evaluate_all("os => os.map((o) => o.value)") if v]
+            choices = options.evaluate_all("os => os.map((o) => [o.value, o.textContent])")
+            # A broker a placement filter would not choose stays a choice (Pulsar takes any
+            # active destination), warned; the clean ones are plain names.
+            eligible = [v for v, text in choices if v and "⚠" not in text]
+            warned = [text for v, text in choices if v and "⚠" in text]
+            assert all(" filter: " in text for text in warned)
             refused = page.locator("#unload-destination option[disabled]").all_text_contents()
             assert any("the bundle's owner" in text for text in refused)
             destination = eligible[0]
+            # A warned one is previewed with the filter's refusal as a veto to override.
+            assert warned
+            page.select_option("#unload-destination", warned[0].split(" — ")[0])
+            page.click("#unload-preview")
+            expect(page.locator("#plan-actions li.vetoed")).to_contain_text("AntiAffinity")
+            expect(page.locator("#plan-override")).to_contain_text(
+                "Override the veto: AntiAffinity, as the preview shows"
+            )
+            page.screenshot(path=str(SHOTS / "bundle-map-warned-destination.png"), full_page=True)
+            page.click("#plan-cancel")
             assert watcher.evaluate(DRAWN_AS, [name, "broker-1"])
             page.select_option("#unload-destination", destination)
             page.fill("#unload-reason", "make room on broker-1")
@@ -151,6 +166,10 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             page.click("#unload-preview")
             expect(page.locator("#plan-actions li.vetoed")).to_contain_text("CoolDown")
             expect(page.locator("#plan-override")).to_be_visible()
+            # The override names what it passes: what the preview lists, nothing else.
+            expect(page.locator("#plan-override")).to_contain_text(
+                "Override the veto: CoolDown, as the preview shows"
+            )
             expect(page.locator("#plan-confirm")).to_be_disabled()
             page.screenshot(path=str(SHOTS / "bundle-map-cool-down.png"), full_page=True)
             page.click("#plan-cancel")
@@ -246,7 +265,18 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator("#state-confirm")).to_be_disabled()
             page.screenshot(path=str(SHOTS / "domains-drain-refused.png"), full_page=True)
             page.click("#state-cancel")
+            # Drained by hand with its bundles still on it (the store says so): the card says
+            # what is left, not "drained" alone.
+            left = Bundle.objects.filter(owner__name="broker-2").count()
+            expect(
+                page.locator(".broker-card[data-broker='broker-2'] .drain-progress")
+            ).to_have_text(f"drained, yet {left} bundles on it, 0 queued, 0 in flight")
             page.locator(".broker-card[data-broker='broker-2'] button.activate").click()
+            # One broker serves everything now: no CV of 0.000 that reads "balanced".
+            expect(page.locator("#state-stats")).to_contain_text(
+                "over the serving brokers (1 now, 2 after): CV — (1 serving broker) →"
+            )
+            page.screenshot(path=str(SHOTS / "domains-activate-preview.png"), full_page=True)
             page.fill("#state-reason", "back from maintenance")
             page.click("#state-confirm")
             expect(page.locator("#result")).to_contain_text("broker-2 is now active")

@@ -34,6 +34,25 @@ def test_dashboard_shows_rankings_and_cv(logged_in, cluster, broker_client):
     assert re.findall(r'src="(?:https?:)?//', body) == []
 
 
+def test_with_one_serving_broker_the_dashboard_shows_no_cv_of_zero(
+    logged_in, cluster, broker_client
+):
+    """Issue 25, item 2: the CV is over the brokers that serve; one broker carrying everything
+    has a CV of 0 that would read "perfectly balanced"."""
+    from console import selectors
+
+    for name, cpu in (("broker-1", 55), ("broker-2", 20), ("broker-3", 20)):
+        broker_client.post("/api/load-reports/", report(name, cpu), format="json")
+    assert selectors.current_imbalance()["serving"] == 3
+    assert "— (" not in logged_in.get("/").content.decode()
+    Broker.objects.exclude(name="broker-1").update(state="drained")
+    assert selectors.current_imbalance()["serving"] == 1
+    body = logged_in.get("/").content.decode()
+    cv = re.search(r'<div id="cv" class="big">([^<]*)</div>', body)
+    assert cv is not None
+    assert cv.group(1) == "— (1 serving broker)"
+
+
 def test_dashboard_query_count_does_not_grow_with_brokers(logged_in, cluster):
     with CaptureQueriesContext(connection) as few:
         logged_in.get("/")

@@ -45,11 +45,22 @@ def test_an_undo_moves_the_bundle_back_through_the_vetoes_and_links_the_move(clu
     assert preview["reverses"] == audit
     assert preview["vetoed"]  # just moved: its cool-down holds it
     assert preview["overridable"]
+    # broker-1 holds the namespace's other bundles: the even-distribution filter would not
+    # choose it either. The preview shows both vetoes, and the override takes those two.
+    shown = [(a["kind"], a["veto"]) for a in preview["plan"]["actions"] if a["outcome"] == "vetoed"]
+    assert shown == [("unload", "CoolDown"), ("place", "NotLeastBundlesOfNamespace")]
+    assert preview["overrides"] == ["CoolDown", "NotLeastBundlesOfNamespace"]
+    with pytest.raises(ConsoleError) as unseen:
+        bundle_unload_undo(audit, actor=operator, force=True, overrides=["CoolDown"])
+    assert (unseen.value.status, unseen.value.field) == (409, "overrides")
+    assert "NotLeastBundlesOfNamespace, which the preview did not show" in unseen.value.message
     assert Bundle.objects.get(namespace__name="acme/orders", lower=0).owner.name == "broker-2"
     with pytest.raises(ConsoleError) as vetoed:
         bundle_unload_undo(audit, actor=operator)
     assert vetoed.value.status == 409
-    undone = bundle_unload_undo(audit, actor=operator, force=True, note="wrong broker")
+    undone = bundle_unload_undo(
+        audit, actor=operator, force=True, overrides=preview["overrides"], note="wrong broker"
+    )
     assert (undone["source"], undone["destination"]) == ("broker-2", "broker-1")
     assert Bundle.objects.get(namespace__name="acme/orders", lower=0).owner.name == "broker-1"
     back = AuditEvent.objects.get(pk=undone["audit"])
