@@ -14,7 +14,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from console import loadstore
-from console.api.errors import console_error_body
+from console.api.errors import console_error_body, error_body
 from console.services.bodies import OPERATOR_BODY_MAX_BYTES, body_size_check, json_object
 from console.services.errors import ConsoleError
 
@@ -29,7 +29,7 @@ def nul_refused(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable
         if "\x00" in request.path or "%00" in request.META.get("QUERY_STRING", ""):
             message = "the address contains a NUL character"
             if request.path.startswith("/api/"):
-                return JsonResponse({"error": {"message": message, "field": None}}, status=400)
+                return JsonResponse(error_body(400, message), status=400)
             return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
         return get_response(request)
 

@@ -294,7 +294,8 @@ class AuditEvent(models.Model):
         UNLOAD = "unload"
         PLACE = "place"
         SPLIT = "split"
-        DRAIN = "drain"
+        DRAIN = "drain"  # a broker to draining, or drained once it is empty
+        ACTIVATE = "activate"  # a broker back to active
         CONFIG = "config"
         REPORT = "report"
         BROKER_STATE = "broker-state"
@@ -328,6 +329,13 @@ class AuditEvent(models.Model):
         """The operator's username, or "balancer" for automatic actions."""
         return self.actor.get_username() if self.actor else "balancer"
 
+    @property
+    def verb(self) -> str:
+        """What the operation is, one word each: an unload that reverses another is an undo."""
+        if self.action == self.Action.UNLOAD and self.reverses_id:
+            return "undo"
+        return str(self.action)
+
     def summary(self) -> dict[str, Any]:
         """A JSON-ready line for the websocket and the API."""
         return {
@@ -335,6 +343,7 @@ class AuditEvent(models.Model):
             "at": self.at.isoformat(),
             "actor": self.actor_name,
             "action": self.action,
+            "verb": self.verb,
             "target": self.target,
             "source": self.source,
             "destination": self.destination,

@@ -19,10 +19,11 @@ import psycopg
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
-from django.db.models import Count, Field, Q, QuerySet
+from django.db.models import Case, Count, Field, Q, QuerySet, When
 from psycopg.abc import Buffer
 
 from balancer.bundle_table import BundleNames, BundleTable
+from balancer.bundles import parse_bundle_name
 from balancer.config import PulsarConfig
 from balancer.cycle import CycleConfig, Strategies, broker_life
 from balancer.danube.config import DanubeConfig
@@ -510,34 +511,51 @@ def loop_health(*, now: datetime | None = None) -> dict[str, Any]:
     }
 
 
-def _moves(since: datetime, until: datetime) -> list[tuple[int, str, str, str, datetime, Any]]:
+# The words the cycle gives a move it makes because a broker is draining or lost
+# (``balancer.cycle._life_cycle_unloads``): the cluster's or an operator's doing, not a change
+# of the balancer's mind.
+DELIBERATE_WORDS = (" is draining", " sent no load report for ")
+
+
+def _moves(
+    since: datetime, until: datetime
+) -> list[tuple[int, str, str, str, datetime, Any, bool]]:
     """Every move (unload) from an hour before ``since`` to ``until``, oldest first: (audit id,
-    bundle, source, destination, at, decision id)."""
-    return list(
+    bundle, source, destination, at, decision id, deliberate). *Deliberate*: an operator's
+    (an unload, an undo, a drain's moves) or one a drain or a lost broker made the balancer
+    make — never an oscillation of the balancer's."""
+    deliberate = Q(actor__isnull=False) | Q(reverses__isnull=False)
+    for words in DELIBERATE_WORDS:
+        deliberate |= Q(reason__contains=words)
+    rows = (
         AuditEvent.objects.filter(
             action=AuditEvent.Action.UNLOAD,
             at__gte=since - timedelta(hours=1),
             at__lte=until,
         )
+        .annotate(deliberate=Case(When(deliberate, then=True), default=False))
         .order_by("at", "id")
-        .values_list("id", "target", "source", "destination", "at", "decision_id")
+        .values_list("id", "target", "source", "destination", "at", "decision_id", "deliberate")
     )
+    return list(rows)
 
 
 def bounces(*, since: datetime, until: datetime | None = None) -> list[dict[str, Any]]:
     """Oscillations: moves of a bundle back to a broker it left within the hour before, among
     the moves from ``since`` to ``until`` (newest first): ``{"id", "bundle", "broker", "at"
-    (ISO, UTC), "leftAt", "decision"}``."""
+    (ISO, UTC), "leftAt", "decision"}``. Only the balancer's own moves are oscillations: an
+    operator's move back (an undo, a drain) is deliberate (``_moves``), though a balancer's
+    move that undoes an operator's is one."""
     until = until or datetime.now(UTC)
     left: dict[str, list[tuple[str, datetime]]] = {}
     out = []
-    for pk, bundle, source, destination, at, decision in _moves(since, until):
+    for pk, bundle, source, destination, at, decision, deliberate in _moves(since, until):
         earlier = [
             t
             for broker, t in left.get(bundle, ())
             if broker == destination and at - t <= timedelta(hours=1)
         ]
-        if destination and earlier and at >= since:
+        if destination and earlier and at >= since and not deliberate:
             out.append(
                 {
                     "id": pk,
@@ -555,7 +573,8 @@ def bounces(*, since: datetime, until: datetime | None = None) -> list[dict[str,
 
 def flip_flops(*, since: datetime, until: datetime | None = None) -> list[dict[str, Any]]:
     """Brokers flip-flopping: within one hour a broker gave bundles away, then received, then
-    gave again (or received, gave, received): the balancer changed its mind about it twice. The
+    gave again (or received, gave, received): the balancer changed its mind about it twice (its
+    own moves only: ``_moves``' deliberate ones are left out). The
     moves of one decision are one step per broker, by their balance (a swap, one bundle each
     way, is no step). One entry per decision completing such a pattern from ``since`` to
     ``until`` (newest first): ``{"id" (its last move's audit id), "broker", "at" (ISO, UTC),
@@ -565,7 +584,9 @@ def flip_flops(*, since: datetime, until: datetime | None = None) -> list[dict[s
     # The moves grouped by decision (a move without one is a group of its own), in order.
     groups: list[tuple[Any, int, datetime, dict[str, int]]] = []
     keys: dict[Any, int] = {}
-    for pk, _, source, destination, at, decision in _moves(since, until):
+    for pk, _, source, destination, at, decision, deliberate in _moves(since, until):
+        if deliberate:  # an operator's or a drain's: not the balancer changing its mind
+            continue
         key = decision if decision is not None else ("move", pk)
         if key not in keys:
             keys[key] = len(groups)
@@ -977,7 +998,7 @@ def decision_explained(decision: Decision) -> dict[str, Any]:
         "skipped": [
             {
                 # As Skip.as_dict stores it ({"broker" or "bundle": name}).
-                "kind": "broker" if "broker" in entry else "bundle",
+                "kind": "bundle" if "bundle" in entry else "broker",
                 "name": entry.get("broker") or entry.get("bundle") or entry.get("name") or "",
                 "reason": entry.get("reason", ""),
                 "detail": entry.get("detail", ""),
@@ -1032,6 +1053,7 @@ def _placements(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # The audit's filters: query parameter -> what it matches.
 AUDIT_FILTERS = {
+    "id": "an audit row's id (the row alone)",
     "actor": 'an operator\'s username, or "balancer"',
     "action": "one of " + ", ".join(AuditEvent.Action.values),
     "broker": "the broker a move left or reached, or the broker acted on",
@@ -1041,6 +1063,59 @@ AUDIT_FILTERS = {
     "since": "ISO 8601 time, UTC unless it says otherwise (inclusive)",
     "until": "ISO 8601 time, UTC unless it says otherwise (exclusive)",
 }
+
+
+def _bundles_named(names: Sequence[str]) -> dict[str, Bundle]:
+    """The bundle rows of ``names`` that exist (a name that does not parse is absent)."""
+    keys: dict[tuple[str, int, int], str] = {}
+    for name in names:
+        try:
+            parsed = parse_bundle_name(name)
+        except BalancerError:
+            continue
+        keys[(parsed.namespace, parsed.range.lower, parsed.range.upper)] = name
+    if not keys:
+        return {}
+    rows = Bundle.objects.select_related("namespace", "owner").filter(
+        namespace__name__in={k[0] for k in keys}, lower__in={k[1] for k in keys}
+    )
+    out = {}
+    for row in rows:
+        found = keys.get((row.namespace.name, row.lower, row.upper))
+        if found is not None:
+            out[found] = row
+    return out
+
+
+def undo_blockers(events: Sequence[AuditEvent], *, now: datetime | None = None) -> dict[int, str]:
+    """For each of ``events`` that is a move of a bundle from one broker to another (the ones
+    an undo concerns), by id: "" when an undo can succeed, else why not — older than
+    ``FULCRUM_UNDO_WINDOW_S``, the bundle moved on since or is gone, the broker it left is no
+    longer active. (The vetoes — cool-down, filters — are for the undo's own preview.)"""
+    now = now or datetime.now(UTC)
+    moves = [
+        e for e in events if e.action == AuditEvent.Action.UNLOAD and e.source and e.destination
+    ]
+    if not moves:
+        return {}
+    rows = _bundles_named([e.target for e in moves])
+    states = dict(Broker.objects.values_list("name", "state"))
+    window = settings.FULCRUM_UNDO_WINDOW_S
+    out: dict[int, str] = {}
+    for e in moves:
+        row = rows.get(e.target)
+        owner = row.owner.name if row is not None and row.owner else None
+        if (now - e.at).total_seconds() > window:
+            out[e.pk] = f"older than the undo window ({window / 60:.0f} min)"
+        elif row is None:
+            out[e.pk] = "the bundle is gone (split or merged since)"
+        elif owner != e.destination:
+            out[e.pk] = f"the bundle moved on since: it is on {owner or 'no broker'}"
+        elif states.get(e.source) != Broker.State.ACTIVE:
+            out[e.pk] = f"{e.source}, the broker it left, is {states.get(e.source, 'gone')}"
+        else:
+            out[e.pk] = ""
+    return out
 
 
 def audit_events(params: Mapping[str, str]) -> QuerySet[AuditEvent]:
@@ -1059,6 +1134,10 @@ def audit_events(params: Mapping[str, str]) -> QuerySet[AuditEvent]:
         if "\x00" in value:  # PostgreSQL text cannot hold it; no name or reason has one
             raise ConsoleError(f"{key} contains a NUL character", field=key)
         values[key] = value
+    if values["id"]:
+        if not values["id"].isdigit():
+            raise ConsoleError("id is an audit row's number", field="id")
+        rows = rows.filter(pk=int(values["id"]))
     if values["actor"]:
         rows = (
             rows.filter(actor__isnull=True)

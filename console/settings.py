@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served from here (no CDN)
     "channels",
     "axes",
     "console",
@@ -91,6 +92,8 @@ AXES_COOLOFF_TIME = 0.25  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
+# The lockout page: the console's navigation, the cool-off and when it ends (console.views).
+AXES_LOCKOUT_CALLABLE = "console.views.lockout"
 
 ROOT_URLCONF = "console.urls"
 TEMPLATES = [
@@ -195,7 +198,18 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
 }
-SPECTACULAR_SETTINGS = {"TITLE": "Fulcrum API", "VERSION": "0.1.0"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Fulcrum API",
+    "VERSION": "0.1.0",
+    "DESCRIPTION": (
+        'Every refusal has one shape: {"error": {"code", "message", "field"}} '
+        "(code from the status: invalid, not_authenticated, forbidden, not_found, conflict, "
+        "too_large, unavailable...; field: the input at fault, or null)."
+    ),
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
 
 # Brokers authenticate with their own tokens (``manage.py broker_token``). Demo mode also takes
 # this shared token, which may speak for any broker (the simulator's).

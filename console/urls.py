@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from console import views
 
@@ -21,6 +21,7 @@ urlpatterns = [
     path("decisions/<int:pk>/", views.decision, name="decision"),
     path("reports/", views.reports, name="reports"),
     path("pulsar/", views.pulsar, name="pulsar"),
+    path("users/", views.users, name="users"),
     path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("metrics", views.prometheus_metrics, name="metrics"),
@@ -28,6 +29,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("console.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("admin/", admin.site.urls),
     *staticfiles_urlpatterns(),
 ]

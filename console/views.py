@@ -6,7 +6,7 @@ import csv
 import hmac
 import json
 from collections.abc import Iterator
-from datetime import UTC, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -15,7 +15,6 @@ from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.utils import timezone
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET
 from plotly.offline import get_plotlyjs
@@ -225,17 +224,11 @@ def audit(request: HttpRequest) -> HttpResponse:
     undone = dict(
         AuditEvent.objects.filter(reverses__in=[e.pk for e in page]).values_list("reverses", "pk")
     )
-    since = timezone.now() - timedelta(seconds=settings.FULCRUM_UNDO_WINDOW_S)
-    undoable = {
-        e.pk
-        for e in page
-        if e.action == AuditEvent.Action.UNLOAD
-        and e.source
-        and e.destination
-        and e.at >= since
-        and e.pk not in undone
-    }
-    rows_shown = [(event, flips.get(event.pk, []), undone.get(event.pk)) for event in page]
+    # Undo is offered where it can succeed, and said why not where it cannot.
+    undo = selectors.undo_blockers([e for e in page if e.pk not in undone])
+    rows_shown = [
+        (event, flips.get(event.pk, []), undone.get(event.pk), undo.get(event.pk)) for event in page
+    ]
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -253,7 +246,6 @@ def audit(request: HttpRequest) -> HttpResponse:
             "query": query.urlencode(),
             "bounced": bounced,
             "rows": rows_shown,
-            "undoable": undoable if is_operator(request.user) else set(),
             "is_operator": is_operator(request.user),
         },
     )
@@ -359,3 +351,67 @@ def prometheus_metrics(request: HttpRequest) -> HttpResponse:
             return response
     body, content_type = metrics.exposition()
     return HttpResponse(body, content_type=content_type)
+
+
+def lockout(
+    request: HttpRequest, original_response: Any = None, credentials: Any = None
+) -> HttpResponse:
+    """django-axes' lockout (``AXES_LOCKOUT_CALLABLE``): a page with the navigation, how many
+    failed logins locked the user name out from this address, for how long, and until when
+    (the newest failed attempt plus ``AXES_COOLOFF_TIME``); 429."""
+    from axes.helpers import get_client_username, get_cool_off, get_failure_limit
+    from axes.models import AccessAttempt
+
+    username = get_client_username(request, credentials) or ""
+    cool_off = get_cool_off(request)
+    latest = (
+        AccessAttempt.objects.filter(username=username).order_by("-attempt_time").first()
+        if username
+        else None
+    )
+    until = latest.attempt_time + cool_off if latest is not None and cool_off else None
+    left_s = max(0.0, (until - datetime.now(UTC)).total_seconds()) if until else None
+    context = {
+        "failure_limit": get_failure_limit(request, credentials),
+        "cooloff_minutes": round(cool_off.total_seconds() / 60) if cool_off else 0,
+        "until": until.astimezone(UTC).isoformat() if until else None,
+        "left_minutes": None if left_s is None else max(1, round(left_s / 60)),
+    }
+    return render(request, "lockout.html", context, status=429)
+
+
+@login_required
+def users(request: HttpRequest) -> HttpResponse:
+    """Admins only: every console user with their role, and a form that makes a user or gives
+    one another role (``services.users.user_role_set``: audited; a new user's password is
+    shown once). Anyone else: 403."""
+    from django.core.exceptions import PermissionDenied
+
+    from console.services.users import ROLES, user_role_set, users_list
+
+    if not request.user.is_superuser:
+        raise PermissionDenied("the users page is an admin's")
+    said, error, field, made = "", "", "", None
+    if request.method == "POST":
+        name = request.POST.get("name", "")
+        role = request.POST.get("role", "")
+        password = request.POST.get("password") or None
+        try:
+            user, made = user_role_set(name, role, password=password, actor=request.user)
+            said = f"{user.username} is now {role}."
+        except ConsoleError as exc:
+            error, field = exc.message, exc.field or ""
+    return render(
+        request,
+        "console/users.html",
+        {
+            "users": users_list(),
+            "roles": ROLES,
+            "said": said,
+            "error": error,
+            "field": field,
+            "made": made,
+            "posted": request.POST if request.method == "POST" else {},
+        },
+        status=400 if error else 200,
+    )

@@ -20,50 +20,86 @@ from console.services.errors import ConsoleError
 log = logging.getLogger(__name__)
 
 
-def console_error_body(exc: ConsoleError) -> dict[str, Any]:
-    """A refused request's body: ``{"error": {"message", "field", ...extra}}``."""
-    return {"error": {"message": exc.message, "field": exc.field, **exc.extra}}
-
-
-INTERNAL_ERROR = {
-    "error": {"message": "internal error; the server log has the details", "field": None}
+# Every refused request's ``code``, by its HTTP status (one word a client may branch on).
+CODES = {
+    400: "invalid",
+    401: "not_authenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    429: "throttled",
+    500: "internal",
+    503: "unavailable",
 }
 
 
+def error_body(status: int, message: str, field: str | None = None, **extra: Any) -> dict[str, Any]:
+    """The one shape of every refused request, everywhere in the API: ``{"error": {"code",
+    "message", "field", ...extra}}`` (``code`` from the status, ``CODES``; ``field`` the input
+    at fault or None)."""
+    code = CODES.get(status, "error")
+    return {"error": {"code": code, "message": message, "field": field, **extra}}
+
+
+def console_error_body(exc: ConsoleError) -> dict[str, Any]:
+    """A refused request's body (``error_body``) with the error's extra figures."""
+    return error_body(exc.status, exc.message, exc.field, **exc.extra)
+
+
+INTERNAL_ERROR = error_body(500, "internal error; the server log has the details")
+
+
+def _drf_body(status: int, data: Any) -> dict[str, Any]:
+    """DRF's own refusals in the one shape: a validation error's fields (the first named as
+    ``field``, all of them in ``fields``), else its ``detail``."""
+    if isinstance(data, dict) and "detail" not in data:
+        fields = {str(k): v if isinstance(v, list) else [v] for k, v in data.items()}
+        message = "; ".join(f"{k}: {' '.join(str(m) for m in v)}" for k, v in fields.items())
+        first = next(iter(fields), None)
+        return error_body(status, message or "invalid input", first, fields=fields)
+    if isinstance(data, list):
+        return error_body(status, " ".join(str(m) for m in data) or "invalid input")
+    detail = data.get("detail", "") if isinstance(data, dict) else data
+    return error_body(status, str(detail))
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """``{"error": {"message", "field"}}`` for refused requests; DRF's own handling otherwise."""
+    """Every refusal as ``error_body``: console and balancer errors with the field at fault,
+    DRF's own (validation, authentication, permission, parsing) converted, Redis away a 503,
+    anything else a 500 without its traceback."""
     if isinstance(exc, ConsoleError):
         return Response(console_error_body(exc), status=exc.status)
     if isinstance(exc, BalancerError):
-        return Response({"error": exc.as_dict()}, status=400)
+        found = exc.as_dict()
+        return Response(
+            error_body(400, found.get("message") or str(exc), found.get("field")), status=400
+        )
     if isinstance(exc, RequestDataTooBig):  # a body without Content-Length, read past the limit
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         message = f"a request body is at most {limit:,} bytes"
-        return Response({"error": {"message": message, "field": "body"}}, status=413)
+        return Response(error_body(413, message, "body"), status=413)
     if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
         # The live load store (Redis) away: nothing was done (a write's transaction rolled
         # back), the operator may try again once it is back.
         log.warning("refused while the live load store is unreachable: %s", exc)
         message = f"the live load store (Redis) is unreachable, nothing was done; retry: {exc}"
-        return Response(
-            {"error": {"message": message[:300], "field": None}},
-            status=503,
-            headers={"Retry-After": "5"},
-        )
+        return Response(error_body(503, message[:300]), status=503, headers={"Retry-After": "5"})
     response = drf_handler(exc, context)
     if response is None:
         # Anything else is our bug: logged with its traceback, answered without it.
         log.error("unhandled error in %s", context.get("view"), exc_info=exc)
         return Response(INTERNAL_ERROR, status=500)
+    response.data = _drf_body(response.status_code, response.data)
     return response
 
 
 def json_404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """Django's 404 for a path no route serves: JSON under /api/, the plain page elsewhere."""
     if request.path.startswith("/api/"):
-        return JsonResponse(
-            {"error": {"message": f"no such endpoint: {request.path}", "field": None}}, status=404
-        )
+        return JsonResponse(error_body(404, f"no such endpoint: {request.path}"), status=404)
     return page_not_found(request, exception or Http404())
 
 

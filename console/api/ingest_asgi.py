@@ -24,7 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from console.api.errors import INTERNAL_ERROR, console_error_body
+from console.api.errors import INTERNAL_ERROR, console_error_body, error_body
 from console.api.permissions import INVALID_BROKER_TOKEN, broker_agent
 from console.api.serializers import load_report_accepted
 from console.selectors import NotCached, database_read
@@ -132,7 +132,7 @@ async def _post(
             except NotCached:
                 agent = await database_read(broker_agent, parts[1])
         if agent is None:
-            return 401, {"detail": INVALID_BROKER_TOKEN}, [(b"www-authenticate", b"Broker")]
+            return 401, error_body(401, INVALID_BROKER_TOKEN), [(b"www-authenticate", b"Broker")]
         if isinstance(body, int):
             report_size_check(body)
         assert isinstance(body, bytes)

@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 from console.api import viewsets
 
 router = DefaultRouter()
+router.include_root_view = False  # /api/ is ``viewsets.api_root``: every endpoint, not 6
 router.register("load-reports", viewsets.LoadReportViewSet, basename="loadreport")
 router.register("bundles", viewsets.BundleViewSet, basename="bundle")
 router.register("brokers", viewsets.BrokerViewSet, basename="broker")
@@ -14,6 +15,7 @@ router.register("audit", viewsets.AuditEventViewSet, basename="auditevent")
 router.register("reports", viewsets.ReportRunViewSet, basename="reportrun")
 
 urlpatterns = [
+    path("", viewsets.api_root, name="api-root"),
     path("lookup/", viewsets.lookup, name="lookup"),
     path("ownership/", viewsets.ownership, name="ownership"),
     path("rankings/", viewsets.rankings, name="rankings"),

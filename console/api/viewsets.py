@@ -640,3 +640,25 @@ def pulsar_executor(request: Request, pk: int) -> Response:
         pk, stopped=params.validated_data["stopped"], actor=acting_user(request), now=timezone.now()
     )
     return Response(selectors.pulsar_status())
+
+
+_ENDPOINTS: list[dict[str, Any]] = []
+
+
+@extend_schema(exclude=True)
+@api_view(["GET"])
+@permission_classes([IsUser])
+def api_root(request: Request) -> Response:
+    """``/api/``: every endpoint of the API from its OpenAPI schema (path, methods, summary),
+    with where its documentation is: ``/api/docs/`` (Swagger UI, served locally) and
+    ``/api/schema/`` (OpenAPI 3)."""
+    if not _ENDPOINTS:
+        from drf_spectacular.generators import SchemaGenerator
+
+        schema = SchemaGenerator().get_schema(request=None, public=True)
+        for path_, operations in sorted(schema["paths"].items()):
+            methods = sorted(m.upper() for m in operations if m != "parameters")
+            first: dict[str, Any] = next(iter(operations.values()), {})
+            summary = (first.get("description") or first.get("summary") or "").split("\n")[0]
+            _ENDPOINTS.append({"path": path_, "methods": methods, "summary": summary})
+    return Response({"docs": "/api/docs/", "schema": "/api/schema/", "endpoints": _ENDPOINTS})

@@ -264,7 +264,9 @@ def _broker_state(
     return AuditEvent(
         at=now,
         actor=actor,
-        action=AuditEvent.Action.DRAIN,
+        action=AuditEvent.Action.ACTIVATE
+        if action.destination == Broker.State.ACTIVE
+        else AuditEvent.Action.DRAIN,
         target=action.target,
         source=action.target,
         reason=f"{action.source} -> {action.destination}: {_said(action)}",

@@ -408,9 +408,13 @@ def bundle_last_move_undo(
     """``bundle_unload_undo`` of the bundle's latest audited unload (the bundle map's panel
     knows bundles, not audit rows); the answer names the row it undoes (``reverses``).
 
+    With ``preview`` and no unload of it within the window, the answer is ``{"preview",
+    "undoable": False, "bundle", "why"}`` (the bundle map asks of every bundle it shows).
+
     Raises:
-        ConsoleError: 404 an unknown bundle; 409 no unload of it within the undo window, or
-            its last one placed it nowhere; what ``bundle_unload_undo`` raises for that row.
+        ConsoleError: 404 an unknown bundle; 409 no unload of it within the undo window (not a
+            preview), or its last one placed it nowhere; what ``bundle_unload_undo`` raises
+            for that row.
     """
     row = _bundle(name)
     now = now or timezone.now()
@@ -425,12 +429,13 @@ def bundle_last_move_undo(
         .first()
     )
     if last is None:
-        raise ConsoleError(
+        why = (
             f"{row.name} has no unload within the undo window ({_duration(window)}): nothing "
-            "to undo",
-            status=409,
-            field="bundle",
+            "to undo"
         )
+        if preview:  # a question with a plain answer, not a failed request (the map asks)
+            return {"preview": True, "undoable": False, "bundle": row.name, "why": why}
+        raise ConsoleError(why, status=409, field="bundle")
     if not last.source or not last.destination:
         raise ConsoleError(
             f"its last unload (audit row {last.pk}) left it to the next lookup, not to a broker: "

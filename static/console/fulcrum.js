@@ -893,9 +893,11 @@ const Fulcrum = (() => {
       const button = document.getElementById("undo-preview");
       const name = selected, asked = ++undoAsked;
       form.hidden = true;
+      const shown = named(name);
+      if (!shown || !shown.moved) return;  // never moved: nothing to undo, nothing to ask
       try {
         const answer = await post(`/api/bundles/by-name/undo/`, {bundle: name, preview: true});
-        if (asked !== undoAsked) return;
+        if (asked !== undoAsked || answer.undoable === false) return;
         const was = answer.undoes;
         said.textContent = `Its last move (audit row #${answer.reverses}, ${utc(was.at)}) took it from ` +
           `${was.source} to ${was.destination}; undoing it sends it back to ${was.source}` +
@@ -903,7 +905,7 @@ const Fulcrum = (() => {
         button.disabled = false;
         form.hidden = false;
       } catch (err) {
-        if (asked !== undoAsked || /no unload within the undo window/.test(err.message)) return;
+        if (asked !== undoAsked) return;
         said.textContent = `Cannot undo its last move: ${err.message}`;
         button.disabled = true;
         form.hidden = false;

@@ -44,7 +44,9 @@ def test_anonymous_gets_nothing(owned):
 def test_read_only_mode_refuses_every_operator_action(owned, operator_client):
     response = operator_client.post(f"/api/bundles/{owned.pk}/unload/")
     assert response.status_code == 403
-    assert "read-only" in response.json()["detail"]
+    error = response.json()["error"]  # the one error shape, DRF's refusals too
+    assert (error["code"], error["field"]) == ("forbidden", None)
+    assert "read-only" in error["message"]
     assert operator_client.post("/api/reports/").status_code == 403
 
 
@@ -234,7 +236,7 @@ def test_the_operators_reason_is_audited_first(owned, operator_client):
 def test_by_name_actions_refuse_a_missing_name_and_viewers(owned, operator_client, viewer):
     missing = operator_client.post("/api/bundles/by-name/unload/", {}, format="json")
     assert missing.status_code == 400
-    assert "bundle" in missing.json()
+    assert missing.json()["error"]["field"] == "bundle"
     unknown = operator_client.post(
         "/api/bundles/by-name/split/", {"bundle": "acme/orders/0x0_0x1"}, format="json"
     )
@@ -418,7 +420,11 @@ def test_a_decision_page_explains_the_plan(owned, operator_client, client, opera
         details={
             "shedding": {
                 "reason": "Overloaded",
-                "skipped": [{"broker": "broker-2", "reason": "NoBundles"}],  # Skip.as_dict
+                "skipped": [  # Skip.as_dict: a broker, every broker ("*"), none named
+                    {"broker": "broker-2", "reason": "NoBundles"},
+                    {"broker": "*", "reason": "RateLimited", "detail": "30 moves in the hour"},
+                    {"reason": "Balanced"},
+                ],
                 "stats": {
                     "threshold": 0.1,
                     "avgUsage": 0.123456789,
@@ -434,6 +440,10 @@ def test_a_decision_page_explains_the_plan(owned, operator_client, client, opera
     assert '<table id="rule-brokers"' in page
     assert "<th>history</th><th>usage</th>" in page
     assert "<b>broker-2</b> (broker): NoBundles" in page
+    # A skip of no one broker says so, never "(): Balanced".
+    assert "<b>every broker</b>: RateLimited — 30 moves in the hour" in page
+    assert "<b>every broker</b>: Balanced" in page
+    assert "(): " not in page
 
 
 def test_a_brokers_history_is_bucketed_breaks_at_gaps_and_lists_its_moves(owned, operator_client):
@@ -700,3 +710,34 @@ def test_a_figure_per_broker_is_a_column_of_the_rule_s_table(cluster, client, vi
     assert "<td>50.0 %</td>" in page
     assert "<th>predicted</th>" not in page
     assert "<th>elsewhere</th>" in page  # not the table's brokers: a figure of its own
+
+
+def test_api_root_lists_every_endpoint_and_the_docs_are_served_locally(operator_client, client):
+    """Issue 25, item 6: /api/ lists every endpoint (from the OpenAPI schema), /api/docs/ is
+    Swagger UI from drf-spectacular-sidecar's files (no CDN), and every refusal has one shape."""
+    import re
+
+    from django.urls import get_resolver
+
+    root = operator_client.get("/api/").json()
+    paths = {e["path"] for e in root["endpoints"]}
+    assert {"/api/pulsar/evidence/", "/api/bundles/by-name/unload/", "/api/domains/"} <= paths
+    # Every route under api/ that the schema documents is listed (each once).
+    assert len(paths) == len(root["endpoints"]) >= 30
+    assert all(e["methods"] for e in root["endpoints"])
+    assert (root["docs"], root["schema"]) == ("/api/docs/", "/api/schema/")
+    docs = operator_client.get("/api/docs/")
+    assert docs.status_code == 200
+    page = docs.content.decode()
+    assert "swagger-ui" in page
+    assert re.findall(r'(?:src|href)="(?:https?:)?//', page) == []  # nothing from a CDN
+    assert "drf_spectacular_sidecar/swagger-ui-dist" in page
+    assert get_resolver()  # the route table loads
+    # One error shape: DRF's own refusals too (not found, not allowed, not logged in).
+    missing = operator_client.get("/api/decisions/999999/").json()["error"]
+    assert (missing["code"], missing["field"]) == ("not_found", None)
+    wrong_method = operator_client.delete("/api/rankings/").json()["error"]
+    assert wrong_method["code"] == "method_not_allowed"
+    anonymous = client.get("/api/rankings/")
+    assert anonymous.status_code in (401, 403)
+    assert set(anonymous.json()["error"]) == {"code", "message", "field"}

@@ -2,6 +2,7 @@
 (services.optimality): measured against the best assignment, the move budget, the cool-down
 countdown, oscillations, and why a cycle held."""
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -213,3 +214,71 @@ def test_a_swap_in_one_decision_is_no_step_of_a_flip_flop(fulcrum_cluster):
     move("acme/orders/0x80000000_0xc0000000", "broker-2", "broker-1", 30, decision)  # one step
     move("acme/orders/0xc0000000_0xffffffff", "broker-1", "broker-3", 10)  # ... and gives again
     assert flip_flops(since=NOW - timedelta(hours=1), until=NOW) == []
+
+
+def test_an_operators_moves_and_a_drains_are_no_oscillation(fulcrum_cluster, operator):
+    """Issue 25, item 4: an operator's undo is deliberate, not "bounced back" nor a flip-flop;
+    a drain's moves fill no alert; the balancer moving back what an operator moved is one."""
+    bundle = "acme/orders/0x00000000_0x40000000"
+    first = move(bundle, "broker-1", "broker-2", 30)  # the balancer's
+    undo = move(bundle, "broker-2", "broker-1", 20)  # an operator undoes it
+    AuditEvent.objects.filter(pk=undo.pk).update(actor=operator, reverses=first)
+    window = {"since": NOW - timedelta(hours=1), "until": NOW}
+    assert bounces(**window) == []
+    # A drain's moves, the tick's (no actor): " is draining" in the core's words.
+    for i, minutes in enumerate((15, 12, 9)):
+        row = move(f"acme/payments/0x{i:08x}_0x{i + 1:08x}", "broker-3", "broker-2", minutes)
+        AuditEvent.objects.filter(pk=row.pk).update(reason="broker-3 is draining")
+    row = move("acme/payments/0x00000000_0x00000001", "broker-2", "broker-3", 5)
+    AuditEvent.objects.filter(pk=row.pk).update(reason="broker-2 is draining")
+    assert flip_flops(**window) == []
+    assert bounces(**window) == []
+    # The balancer moving a bundle back where it left within the hour is still one.
+    again = move(bundle, "broker-1", "broker-2", 3)
+    assert [b["id"] for b in bounces(**window)] == [again.pk]
+
+
+def test_the_audit_says_one_verb_links_ids_and_offers_undo_only_where_it_can_work(
+    fulcrum_cluster, client, operator
+):
+    from django.utils import timezone
+
+    from console.services import broker_state_set
+
+    now = timezone.now()
+    here, there = "broker-1", "broker-2"
+    moved_row, gone_row = Bundle.objects.select_related("namespace").order_by("id")[:2]
+    Bundle.objects.filter(pk__in=[moved_row.pk, gone_row.pk]).update(
+        owner=Broker.objects.get(name=here)
+    )
+
+    def row(bundle, source, destination, **kw):
+        return AuditEvent.objects.create(
+            at=now,
+            action="unload",
+            target=bundle.name,
+            source=source,
+            destination=destination,
+            reason="x",
+            **kw,
+        )
+
+    ok = row(moved_row, there, here)  # it is on broker-1, broker-2 is active: may be undone
+    stale = row(gone_row, here, there)
+    undo = row(moved_row, here, there, actor=operator, reverses=stale)  # it is not on broker-2
+    broker_state_set(there, "draining", actor=operator)
+    broker_state_set(there, "active", actor=operator)
+    client.force_login(operator)
+    page = client.get("/audit/").content.decode()
+    verbs = re.findall(r'<tr id="audit-\d+">(?:<td>.*?</td>){3}<td>([a-z-]+)</td>', page)
+    assert {"activate", "drain", "undo"} <= set(verbs)
+    # Ids shown and linked both ways.
+    assert f'<a href="/audit/?id={undo.pk}" title="this row alone">#{undo.pk}</a>' in page
+    assert f'href="/audit/?id={stale.pk}" title="this move undid audit row #{stale.pk}"' in page
+    assert f'href="/audit/?id={undo.pk}" title="undone by audit row #{undo.pk}"' in page
+    one = client.get(f"/audit/?id={ok.pk}").content.decode()
+    assert one.count('<tr id="audit-') == 1
+    assert client.get("/audit/?id=x").status_code == 200  # said on the page, not a failure
+    # Undo offered where it can work; elsewhere disabled, saying why.
+    assert f'data-audit="{ok.pk}"' in page
+    assert "cannot be undone: the bundle moved on since" in page  # the stale one's bundle

@@ -142,7 +142,11 @@ def test_a_duplicated_preview_key_is_refused_naming_it_and_nothing_moves(world, 
         content_type="application/json",
     )
     assert response.status_code == 400
-    assert response.json()["error"] == {"message": "'preview' appears twice", "field": "preview"}
+    assert response.json()["error"] == {
+        "code": "invalid",
+        "message": "'preview' appears twice",
+        "field": "preview",
+    }
     bundle.refresh_from_db()
     assert bundle.owner_id == owner
     assert AuditEvent.objects.count() == audited

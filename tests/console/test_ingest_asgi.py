@@ -96,7 +96,13 @@ def test_bad_json_tokens_and_sizes_get_the_view_s_answers(owns_one, settings):
         == (slow.status_code, slow.json())
         == (
             401,
-            {"detail": "invalid broker token"},
+            {
+                "error": {
+                    "code": "not_authenticated",
+                    "message": "invalid broker token",
+                    "field": None,
+                }
+            },
         )
     )
     assert fast.headers["www-authenticate"] == "Broker"
@@ -165,7 +171,7 @@ def test_everything_but_a_broker_token_meets_the_view(owns_one, operator, client
 
     as_operator = async_to_sync(send)({})
     assert as_operator.status_code == 403  # DRF's answer (CSRF: a session posts no reports)
-    assert "detail" in as_operator.json()
+    assert as_operator.json()["error"]["code"] == "forbidden"
     # The keyword is DRF's, exactly: "broker <token>" is not a broker token there either.
     lowercase = async_to_sync(send)(
         {"Authorization": f"broker {django_settings.FULCRUM_BROKER_TOKEN}"}

@@ -72,3 +72,20 @@ def test_repeated_wrong_passwords_lock_the_login(client, settings):
     locked = client.post("/login/", {"username": "carol", "password": "right-password-1"})
     assert locked.status_code == 429
     assert not locked.wsgi_request.user.is_authenticated
+    # A page, not a bare line: how long, until when, and the way back.
+    page = locked.content.decode()
+    assert f"After {settings.AXES_FAILURE_LIMIT} failed attempts" in page
+    assert "for 15 minutes, until <time" in page
+    assert "(about 15 min from now)" in page
+    assert 'href="/login/"' in page
+
+
+@pytest.mark.django_db
+def test_not_found_and_not_allowed_are_pages_with_the_navigation(client, viewer):
+    client.force_login(viewer)
+    missing = client.get("/no-such-page/")
+    assert missing.status_code == 404
+    body = missing.content.decode()
+    assert "There is no page at <code>/no-such-page/</code>" in body
+    assert "<nav>" in body
+    assert 'href="/"' in body

@@ -56,3 +56,29 @@ def test_a_password_from_stdin_and_bad_input_named_by_field(db, monkeypatch):
     user = User.objects.get(username="ivan")
     assert role_of(user) == "viewer"
     assert user.check_password("correct horse battery staple")
+
+
+def test_the_users_page_is_an_admin_s_and_names_the_field_at_fault(client, viewer):
+    """Issue 25, item 6: a users page for admins (403, a page with the navigation, for
+    anyone else)."""
+    client.force_login(viewer)
+    refused = client.get("/users/")
+    assert refused.status_code == 403
+    assert "the users page is an admin" in refused.content.decode()
+    assert "<nav>" in refused.content.decode()
+    admin = User.objects.create_superuser("root", password="s3cret-pass")
+    client.force_login(admin)
+    page = client.get("/users/")
+    assert page.status_code == 200
+    assert 'data-user="root"' in page.content.decode()
+    made = client.post("/users/", {"name": "pat", "role": "operator"})
+    assert made.status_code == 200
+    assert "pat is now operator." in made.content.decode()
+    assert 'id="made-password"' in made.content.decode()
+    assert role_of(User.objects.get(username="pat")) == "operator"
+    bad = client.post("/users/", {"name": "pat", "role": "viewer", "password": "123"})
+    assert bad.status_code == 400
+    body = bad.content.decode()
+    assert 'name="password" type="password"' in body
+    assert 'class="invalid" aria-invalid="true"' in body
+    assert role_of(User.objects.get(username="pat")) == "operator"  # nothing written
