@@ -53,7 +53,9 @@ const Fulcrum = (() => {
       // Ours: {"error": {"message", "field"}}; DRF's field errors: {"field": ["message"]}.
       const fields = Object.entries(body).filter(([, v]) => Array.isArray(v))
         .map(([k, v]) => `${k}: ${v.join(" ")}`).join("; ");
-      throw new Error((body.error && body.error.message) || body.detail || fields || response.statusText);
+      const err = new Error((body.error && body.error.message) || body.detail || fields || response.statusText);
+      err.field = body.error ? body.error.field : null;  // the input at fault, to mark it
+      throw err;
     }
     return body;
   }
@@ -499,9 +501,11 @@ const Fulcrum = (() => {
     });
   }
 
-  // A stable colour per broker: its position among the brokers by name.
-  const PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
-                   "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#9467bd"];
+  // A stable colour per broker: its position among the brokers by name. Okabe & Ito's
+  // colour-blind-safe palette (and Tol's wine for an eighth): told apart with deuteranopia too
+  // (tests/console/test_map_colours.py); beyond eight, hues by the golden angle.
+  const PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+                   "#882255"];
   const colourOf = (index) => index < PALETTE.length ? PALETTE[index]
     : `hsl(${Math.round((index * 137.508) % 360)}, 55%, 50%)`;
   const hex = (n) => `0x${n.toString(16).padStart(8, "0")}`;
@@ -614,7 +618,11 @@ const Fulcrum = (() => {
     // a canvas (owner's colour, alpha by load, hatched in cool-down), not an SVG element per
     // bundle, so 12,800 bundles draw in milliseconds. Zooming re-draws the visible range.
     // The pointer is hit-tested against the bundles (``bundleAt``).
-    const LEVELS = [0.3, 0.5, 0.7, 0.9, 1.0];
+    // Throughput on a sequential scale (viridis: ordered and colour-blind safe), 0–1.
+    const VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779",
+                     "#6ece58", "#b5de2b", "#fde725"];
+    const sequential = (x) => VIRIDIS[Math.min(VIRIDIS.length - 1, Math.max(0, Math.round(x * (VIRIDIS.length - 1))))];
+    const colourBy = document.getElementById("map-colour");
     const HALF = 0.38;  // half a row's height, in rows
     const ROW_PX = 26;
     const MARGIN = {t: 10, r: 10, b: 40, l: 160};
@@ -649,10 +657,19 @@ const Fulcrum = (() => {
         if (b[1] <= x0 || b[0] >= x1) return;
         const a = Math.max(0, (b[0] - x0) * scale), c = Math.min(width, (b[1] - x0) * scale);
         const w = Math.max(1, c - a - ratio);  // a pixel's gap between neighbours
-        const level = Math.min(LEVELS.length - 1, Math.floor(Math.sqrt(b[3] / maxLoad) * (LEVELS.length - 1) + 0.5));
-        ctx.globalAlpha = LEVELS[level];
-        ctx.fillStyle = b[2] === null ? "#c8ccd4" : brokers.get(b[2]) || "#888";
-        ctx.fillRect(a, r * rowPx + pad, w, rowPx - 2 * pad);
+        const share = Math.sqrt(b[3] / maxLoad);  // 0–1, square root: small loads visible
+        const top = r * rowPx + pad, height = rowPx - 2 * pad;
+        ctx.globalAlpha = 1;
+        if (colourBy.value === "throughput") {
+          ctx.fillStyle = b[2] === null && !b[3] ? "#c8ccd4" : sequential(share);
+          ctx.fillRect(a, top, w, height);
+        } else {
+          // The owner's colour as the legend shows it; throughput as the height of a dark bar.
+          ctx.fillStyle = b[2] === null ? "#c8ccd4" : brokers.get(b[2]) || "#888";
+          ctx.fillRect(a, top, w, height);
+          const bar = Math.round(height * 0.45 * share);
+          if (bar > 0) { ctx.fillStyle = "rgba(29, 35, 48, 0.6)"; ctx.fillRect(a, top + height - bar, w, bar); }
+        }
         if (cooling(b[7])) { ctx.globalAlpha = 1; ctx.fillStyle = hatch; ctx.fillRect(a, r * rowPx + pad, w, rowPx - 2 * pad); }
         drawn += 1;
       }));
@@ -798,6 +815,20 @@ const Fulcrum = (() => {
         item.appendChild(swatch); item.appendChild(document.createTextNode(`unassigned (${counts[""]})`));
         legend.appendChild(item);
       }
+      // Throughput's own key: a bar's height by owner, or the sequential scale.
+      const busiest = bundles.reduce((m, b) => Math.max(m, b.throughput || 0), 0);
+      const key = el("span", {class: "chip throughput-key", id: "throughput-key"});
+      if (colourBy.value === "throughput") {
+        const ramp = el("i", {class: "ramp"});
+        ramp.style.background = `linear-gradient(to right, ${VIRIDIS.join(", ")})`;
+        key.appendChild(document.createTextNode("throughput 0 "));
+        key.appendChild(ramp);
+        key.appendChild(document.createTextNode(` ${fmtBytes(busiest)} (square root)`));
+        legend.querySelectorAll("span.chip[data-broker] i").forEach((i) => { i.style.visibility = "hidden"; });
+      } else {
+        key.appendChild(document.createTextNode(`dark bar: throughput, full at ${fmtBytes(busiest)} (square root)`));
+      }
+      legend.appendChild(key);
     }
 
     const panel = document.getElementById("panel");
@@ -846,13 +877,19 @@ const Fulcrum = (() => {
         }
         const bundle = point && named(point.id);
         if (bundle) showPanel(bundle);
+        return false;  // no drill-down: the overview stays (the busiest tile shows a broker's all)
       });
     }
     chart.addEventListener("mousemove", showTip);
     chart.addEventListener("mouseleave", () => { tip.hidden = true; });
+    // A click selects after a moment, so that a double-click (Plotly's zoom reset) selects none.
+    let clickTimer = null;
+    chart.addEventListener("dblclick", () => { clearTimeout(clickTimer); clickTimer = null; });
     chart.addEventListener("click", (event) => {
       const bundle = bundleAt(event);
-      if (bundle) { showPanel(bundle); Plotly.relayout(chart, {shapes: selectedShape()}); }
+      if (event.detail > 1) { clearTimeout(clickTimer); clickTimer = null; return; }
+      clearTimeout(clickTimer);
+      if (bundle) clickTimer = setTimeout(() => { clickTimer = null; showPanel(bundle); Plotly.relayout(chart, {shapes: selectedShape()}); }, 250);
     });
     document.getElementById("panel-close").addEventListener("click", () => showPanel(null));
     viewSelect.addEventListener("change", () => {
@@ -860,6 +897,7 @@ const Fulcrum = (() => {
       draw(); wireClicks();
     });
     document.getElementById("treemap-all").addEventListener("click", () => { treemapFocus = null; draw(); });
+    colourBy.addEventListener("change", () => draw());
 
     // Operators: preview, then confirm.
     let pending = null;  // {url, body, label}
@@ -974,6 +1012,8 @@ const Fulcrum = (() => {
         // already if another operator, or another tab, undid it first.
         const url = kind === "undo" ? `/api/audit/${answer.reverses}/undo/` : `/api/bundles/by-name/${kind}/`;
         pending = {url, body, label, vetoed: answer.vetoed, overrides: answer.overrides || []};
+        // The preview and its Confirm in view, whatever the panel's length.
+        confirmButton.scrollIntoView({block: "nearest"});
       } catch (err) {
         hidePlan();
         result.className = "result error";
@@ -1143,6 +1183,20 @@ const Fulcrum = (() => {
         loop_interval_s: Number(form.elements.loop_interval_s.value),
       };
     }
+    // The input a refusal names (a field of the form, or "parameters.<key>"), marked and focused.
+    function markInvalid(field) {
+      form.querySelectorAll(".invalid").forEach((x) => { x.classList.remove("invalid"); x.removeAttribute("aria-invalid"); });
+      if (!field) return;
+      const key = field.startsWith("parameters.") ? field.slice("parameters.".length) : null;
+      const input = key ? document.querySelector(`#parameters input[data-key="${key}"]`) : form.elements[field];
+      if (!input || !input.classList) return;
+      input.classList.add("invalid"); input.setAttribute("aria-invalid", "true"); input.focus();
+    }
+    form.addEventListener("input", (ev) => {
+      if (ev.target.classList && ev.target.classList.contains("invalid")) {
+        ev.target.classList.remove("invalid"); ev.target.removeAttribute("aria-invalid");
+      }
+    });
     const changes = () => {
       const d = draft();
       return Object.keys(d).filter((k) => JSON.stringify(d[k]) !== JSON.stringify(values[k]))
@@ -1252,6 +1306,12 @@ const Fulcrum = (() => {
       document.getElementById("save").addEventListener("click", async () => {
         const list = changes();
         if (!list.length) { result.className = "result"; result.textContent = "Nothing changed."; return; }
+        // Checked before any confirm: a value the balancer refuses is marked on its field.
+        try { await post("/api/config/", {values: draft(), what_if: true}); } catch (err) {
+          markInvalid(err.field);
+          result.className = "result error"; result.textContent = `Not saved: ${err.message}`;
+          return;
+        }
         if (!confirm(`Save these changes as a new version?\n\n${list.join("\n")}\n\nThe shedding loop uses them from its next tick. Audited.`)) return;
         try {
           state = await post("/api/config/", {values: draft(), reason: form.elements.reason.value});

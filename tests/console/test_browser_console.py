@@ -107,12 +107,28 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator("#bundle-map")).to_have_attribute("data-drawn", str(bundles))
             assert page.locator("#bundle-map").get_attribute("data-bundles") == str(bundles)
             page.screenshot(path=str(SHOTS / "bundle-map.png"), full_page=True)
+            # As a person with deuteranopia sees it (Chromium's own simulation), for the README.
+            cdp = page.context.new_cdp_session(page)
+            cdp.send("Emulation.setEmulatedVisionDeficiency", {"type": "deuteranopia"})
+            page.screenshot(path=str(SHOTS / "bundle-map-deuteranopia.png"), full_page=True)
+            cdp.send("Emulation.setEmulatedVisionDeficiency", {"type": "none"})
+            # Throughput on its own scale when asked; the owners' key says how it is drawn.
+            expect(page.locator("#throughput-key")).to_contain_text("dark bar: throughput")
+            page.select_option("#map-colour", "throughput")
+            expect(page.locator("#throughput-key")).to_contain_text("throughput 0")
+            page.screenshot(path=str(SHOTS / "bundle-map-throughput.png"), full_page=True)
+            page.select_option("#map-colour", "owner")
 
             # Unload with a chosen destination: previewed, confirmed, recoloured live elsewhere.
             row = Bundle.objects.select_related("namespace", "owner").filter(
                 owner__name="broker-1"
             )[0]
             name = row.name
+            # A double-click resets the zoom and selects nothing.
+            where = page.evaluate(WHERE, name)
+            page.mouse.dblclick(where["x"], where["y"])
+            page.wait_for_timeout(600)
+            expect(page.locator("#panel-body")).to_be_hidden()
             self.click_bundle(page, name)
             expect(page.locator("#panel-facts")).to_contain_text("MiB/s")
             options = page.locator("#unload-destination option:not([disabled])")
@@ -460,6 +476,25 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             page.screenshot(path=str(SHOTS / "config-replay.png"), full_page=True)
             page.uncheck("input[name=is_shedding_enabled]")
             assert BalancerConfig.objects.get().shedder == "FulcrumShedder"
+            # A value the balancer refuses is named on its field before any confirm: no dialog.
+            bad = page.locator("#parameters input[data-key='maxUnloadPercentage']")
+            bad.fill("7")
+            dialogs: list[str] = []
+
+            def refuse(dialog):
+                dialogs.append(dialog.message)
+                dialog.dismiss()
+
+            page.on("dialog", refuse)
+            page.click("#save")
+            expect(page.locator("#result")).to_contain_text("Not saved: maxUnloadPercentage")
+            expect(bad).to_have_attribute("aria-invalid", "true")
+            expect(bad).to_be_focused()
+            page.screenshot(path=str(SHOTS / "config-invalid-field.png"), full_page=True)
+            assert dialogs == []
+            page.remove_listener("dialog", refuse)
+            bad.fill("0.5")
+            expect(bad).not_to_have_attribute("aria-invalid", "true")
             page.fill("input[name=reason]", "even out msg rates")
             page.once("dialog", lambda dialog: dialog.accept())
             page.click("#save")

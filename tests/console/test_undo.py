@@ -247,7 +247,11 @@ class TestUndoInBrowser(ChannelsLiveServerTestCase):
             page.fill("#undo-reason", "back where it was")
             page.click("#undo-preview")
             expect(page.locator("#plan")).to_be_visible()
-            expect(page.locator("#plan-summary")).to_contain_text("1 vetoed")
+            # Both vetoes the override would pass, shown before it is ticked (issue 25, item 3).
+            expect(page.locator("#plan-summary")).to_contain_text("2 vetoed")
+            expect(page.locator("#plan-override")).to_contain_text(
+                "Override the veto: CoolDown and NotLeastBundlesOfNamespace, as the preview shows"
+            )
             expect(page.locator("#plan-confirm")).to_be_disabled()
             page.check("#plan-force")
             page.screenshot(path=str(SHOTS / "bundle-panel-undo-preview.png"))
