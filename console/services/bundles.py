@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from balancer import bundles as bundle_ops
 from balancer.cycle import (
+    TOPIC_SPLITS,
     Action,
     ActionKind,
     CyclePlan,
@@ -26,6 +27,7 @@ from balancer.cycle import (
 )
 from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
+from balancer.registry import ENTRIES
 from console import selectors
 from console.access import actor_check
 from console.models import AuditEvent, Broker, Bundle, Decision, Namespace
@@ -215,6 +217,7 @@ def bundle_unload(
             owner=row.owner.name if row.owner else None,
             destinations=unload_destinations(snapshot, cycle, row.name, now=now.timestamp()),
             throughput=load.short_term.throughput if load else 0.0,
+            splits=_split_choices(snapshot, row.name),
         )
     _refuse_vetoed(plan)
     if force:
@@ -241,6 +244,28 @@ def bundle_unload(
         "audit": event.pk if event else None,
         "decision": decision.pk,
     }
+
+
+def _split_choices(snapshot: Any, bundle: str) -> list[dict[str, Any]]:
+    """Each split algorithm the console offers, for ``bundle``: ``{"name", "allowed", "why"}``
+    — the ones that cut by topics need its owner's per-topic stats (``TOPIC_SPLITS``), and say
+    so when the owner's report carries none for it."""
+    has_topics = bundle in snapshot.bundle_topics
+    out = []
+    for entry in ENTRIES:
+        if entry.kind != "split" or not entry.in_console:
+            continue
+        needs = entry.name in TOPIC_SPLITS
+        out.append(
+            {
+                "name": entry.name,
+                "allowed": has_topics or not needs,
+                "why": None
+                if has_topics or not needs
+                else "its owner reports no per-topic stats for it",
+            }
+        )
+    return out
 
 
 def bundle_split(

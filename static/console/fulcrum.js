@@ -912,6 +912,16 @@ const Fulcrum = (() => {
       if (!panel.dataset.owner) return;
       try {
         const body = await post(`/api/bundles/by-name/unload/`, {bundle: selected, preview: true});
+        // Only the split algorithms this bundle's data allows (the others say why).
+        const algorithms = document.getElementById("split-algorithm");
+        (body.splits || []).forEach((c) => {
+          const option = algorithms.querySelector(`option[value="${c.name}"]`);
+          if (!option) return;
+          option.disabled = !c.allowed;
+          option.textContent = option.textContent.replace(/ \(not for this bundle: .*\)$/, "") +
+            (c.allowed ? "" : ` (not for this bundle: ${c.why})`);
+          if (!c.allowed && algorithms.value === c.name) algorithms.value = "range_equally_divide";
+        });
         body.destinations.forEach((d) => {
           // Pulsar takes a destination to any active broker: one a placement filter would not
           // choose stays a choice, with the filter's refusal as a warning (a veto to override).

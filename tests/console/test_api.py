@@ -172,6 +172,17 @@ def test_previews_plan_and_write_nothing(owned, operator_client):
         "warning": None,
     }
     assert any(d["eligible"] for d in unload["destinations"])
+    # The split algorithms this bundle's data allows: those that cut by topics only with its
+    # owner's per-topic stats (this owner reports none), the others always.
+    splits = {c["name"]: c for c in unload["splits"]}
+    assert splits["range_equally_divide"]["allowed"] is True
+    assert splits["specified_positions_divide"]["allowed"] is True
+    for name in ("topic_count_equally_divide", "flow_or_qps_equally_divide"):
+        assert splits[name] == {
+            "name": name,
+            "allowed": False,
+            "why": "its owner reports no per-topic stats for it",
+        }
     split = operator_client.post(
         f"/api/bundles/{owned.pk}/split/", {"preview": True, "reason": "hot"}, format="json"
     ).json()
