@@ -805,7 +805,9 @@ def bundle_map(*, now: datetime | None = None) -> dict[str, Any]:
     cool-down (``cool_down_s``) may move again; None when it may now. Until then the balancer
     will not move it (an operator may, with an override). ``figures``: "reported" (its
     owner's last report), "estimated" (not reported since a split: its share of the hash range
-    of the bundle it was cut from, as last reported) or "none"."""
+    of the bundle it was cut from, as last reported) or "none". ``moving``: bundle name ->
+    {"state" (queued, sending, verifying), "source", "destination" (None: Pulsar chooses)} for
+    the unloads queued or in flight on an attached Pulsar cluster."""
     now = now or datetime.now(UTC)
     config = balancer_config_get()
     cycle = cycle_config_get(config)
@@ -887,6 +889,14 @@ def bundle_map(*, now: datetime | None = None) -> dict[str, Any]:
             for b in brokers
         ],
         "namespaces": list(namespaces.values()),
+        # The bundles on their way on Pulsar: still on their owner until Pulsar is seen moving
+        # them (a drained broker's, say), shown as what they are.
+        "moving": {
+            m.bundle: {"state": m.state, "destination": m.destination or None, "source": m.source}
+            for m in PulsarMove.objects.filter(
+                state__in=PulsarMove.IN_FLIGHT, kind=PulsarMove.Kind.UNLOAD
+            ).only("bundle", "state", "destination", "source")
+        },
     }
 
 

@@ -600,6 +600,13 @@ const Fulcrum = (() => {
       return list;
     };
     const named = (name) => { flat(); return cache.byName.get(name) || null; };
+    // A bundle on its way on Pulsar (queued, sent, being verified): still on its owner till seen.
+    const movingOf = (b) => {
+      const m = (data.moving || {})[b.name];
+      if (!m) return "";
+      const state = m.state === "queued" ? "queued" : m.state === "sending" ? "being sent" : "sent, awaiting Pulsar";
+      return `${state}: ${m.source} → ${m.destination || "where Pulsar places it"}`;
+    };
 
     // A bundle's throughput in words, saying where the figure comes from.
     const figuresOf = (b) => b.figures === "reported" ? fmtBytes(b.throughput)
@@ -712,7 +719,7 @@ const Fulcrum = (() => {
       chart.style.cursor = "pointer";
       tip.innerHTML = "";
       tip.appendChild(el("b", {}, b.name));
-      [["owner", b.owner || "unassigned"], ["throughput", figuresOf(b)],
+      [["owner", b.owner || "unassigned"], ...(movingOf(b) ? [["moving", movingOf(b)]] : []), ["throughput", figuresOf(b)],
        ["msg rate", b.figures === "none" ? "—" : `${Math.round(b.msgRate)} msg/s`], ["topics", b.topics],
        ["last move", utc(b.moved)], ["cool-down", coolDownOf(b)]]
         .forEach(([k, v]) => tip.appendChild(el("div", {}, `${k} ${v}`)));
@@ -848,7 +855,8 @@ const Fulcrum = (() => {
       document.getElementById("panel-title").textContent = bundle.name;
       const facts = document.getElementById("panel-facts");
       facts.innerHTML = "";
-      [["Owner", bundle.owner || "unassigned"], ["Hash range", `${hex(bundle.lower)} – ${hex(bundle.upper)}`],
+      [["Owner", bundle.owner || "unassigned"], ...(movingOf(bundle) ? [["Moving", movingOf(bundle)]] : []),
+       ["Hash range", `${hex(bundle.lower)} – ${hex(bundle.upper)}`],
        ["Throughput (short-term)", figuresOf(bundle)], ["Msg rate", bundle.figures === "none" ? "—" : `${Math.round(bundle.msgRate)} msg/s`],
        ["Topics", bundle.topics], ["Last move", utc(bundle.moved)],
        ["Cool-down", cooling(bundle.eligibleAt) ? `${coolDownOf(bundle)}: the balancer leaves it alone until then; an unload needs an override` : "no"]]

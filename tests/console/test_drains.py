@@ -75,6 +75,11 @@ def test_a_rolling_restart_drains_three_brokers_two_seconds_apart(pulsar_world, 
         assert shown["state"] == "draining"
         assert shown["bundles"] > 0, shown
         assert shown["queued"] + shown["inFlight"] > 0, shown
+    # The map shows a drained broker's bundles as what they are: on their way, not moved.
+    moving = selectors.bundle_map()["moving"]
+    assert moving
+    assert {m["source"] for m in moving.values()} <= set(leaving)
+    assert {m["state"] for m in moving.values()} <= {"queued", "sending", "verifying"}
     sent_before = {
         m.pk: m.destination for m in PulsarMove.objects.exclude(sent_at=None) if m.destination
     }
