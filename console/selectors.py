@@ -991,8 +991,8 @@ def decision_explained(decision: Decision) -> dict[str, Any]:
     ]
     return {
         "brokers": brokers,
-        "before": {k: before.get(k) for k in ("avgUsage", "std", "cv", "maxOverMean")},
-        "after": {k: after.get(k) for k in ("avgUsage", "std", "cv", "maxOverMean")},
+        "before": {k: before.get(k) for k in ("avgUsage", "std", "cv", "maxOverMean", "serving")},
+        "after": {k: after.get(k) for k in ("avgUsage", "std", "cv", "maxOverMean", "serving")},
         "observedCv": observed_cv,
         "rule": _rule(details, shedding, decision, brokers),
         "actions": details.get("actions", []),

@@ -45,7 +45,8 @@ def _fill_load_after(
     events = list(AuditEvent.objects.filter(load_after__isnull=True, at__lt=now))
     for event in events:
         figures = {b: round(usage[b], 4) for b in event.load_before if b in usage}
-        figures["cv"] = round(plan.before.cv, 4)
+        # One broker serving: no CV (its 0 says nothing of balance; ``LoadStats.cv_said``).
+        figures["cv"] = round(plan.before.cv, 4) if plan.before.serving >= 2 else None
         event.load_after = figures
     AuditEvent.objects.bulk_update(events, ["load_after"])
 

@@ -25,3 +25,12 @@ def percent(value: float | None) -> str:
 def quantity(value: float | None, unit: str) -> str:
     """A figure in its unit's words, as the core says it (bytes/s, msg/s, fraction as %)."""
     return "—" if value is None else explain.quantity(float(value), unit)
+
+
+@register.filter
+def cv_text(value: float | None) -> str:
+    """A CV as the console writes it: three decimals, or "no CV (one broker serving)" for a
+    CV recorded as None — fewer than two serving brokers, whose CV of 0 says nothing."""
+    if value is None:
+        return "no CV (one broker serving)"
+    return f"CV {value:.3f}"

@@ -876,7 +876,10 @@ const Fulcrum = (() => {
         draw();
       });
       chart.removeAllListeners && chart.removeAllListeners("plotly_click");
-      chart.on("plotly_click", (ev) => {  // the treemap's tiles
+      // A tile's click (Plotly zooms into it unless this answers false): a bundle opens its
+      // panel, a broker's "other" tile shows all its bundles; never a drill-down, so the
+      // overview stays.
+      chart.on("plotly_treemapclick", (ev) => {
         const point = ev.points[0];
         if (point && String(point.id).endsWith("/other")) {  // every bundle of that broker
           treemapFocus = String(point.id).slice(0, -"/other".length);
@@ -885,7 +888,7 @@ const Fulcrum = (() => {
         }
         const bundle = point && named(point.id);
         if (bundle) showPanel(bundle);
-        return false;  // no drill-down: the overview stays (the busiest tile shows a broker's all)
+        return false;
       });
     }
     chart.addEventListener("mousemove", showTip);

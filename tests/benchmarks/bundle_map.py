@@ -134,7 +134,7 @@ def measure(port: int, runs: int) -> dict[str, list[float]]:
             slices = page.locator("#bundle-map g.trace.treemap g.slice").count()
             started = time.perf_counter()
             page.evaluate(
-                "() => document.getElementById('bundle-map').emit('plotly_click',"
+                "() => document.getElementById('bundle-map').emit('plotly_treemapclick',"
                 " {points: [{id: 'broker-00/other'}]})"
             )
             page.wait_for_function(

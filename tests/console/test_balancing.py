@@ -222,6 +222,33 @@ def test_draining_moves_every_bundle_then_the_broker_is_drained(cluster, operato
     assert all(e.destination in {"broker-1", "broker-3"} for e in moves)
 
 
+def test_with_one_broker_serving_the_audit_and_decision_show_no_cv_of_zero(
+    cluster, operator, client
+):
+    """Issue 25, item 2: two of three brokers drained, one carries everything; its CV (0)
+    would read "perfectly balanced" in the audit's load columns and the decision page."""
+    from console.models import Decision
+    from console.services import broker_state_set, shedding_tick_run
+
+    own_all(lambda i: ["broker-1", "broker-2", "broker-3"][i % 3])
+    for name in ("broker-1", "broker-2", "broker-3"):
+        ingest(report(name, 20, bundles=names_of(name), timestamp=NOW.timestamp()))
+    broker_state_set("broker-2", "draining", actor=operator, now=NOW)
+    broker_state_set("broker-3", "draining", actor=operator, now=NOW)
+    later = (NOW + timedelta(seconds=20)).timestamp()
+    ingest(report("broker-1", 60, bundles=names_of("broker-1"), timestamp=later))
+    tick = shedding_tick_run(now=NOW + timedelta(seconds=30))
+    assert tick is not None
+    moved = AuditEvent.objects.filter(action="unload", source="broker-3").first()
+    assert moved.load_after["cv"] is None  # measured at the tick: one broker serving
+    client.force_login(operator)
+    audit = client.get("/audit/?broker=broker-3").content.decode()
+    assert "no CV (one broker serving)" in audit
+    page = client.get(f"/decisions/{tick.pk}/").content.decode()
+    assert "— (1 serving broker)" in page
+    assert Decision.objects.get(pk=tick.pk).details["stats"]["before"]["serving"] == 1
+
+
 def test_draining_the_last_active_broker_is_refused(cluster, operator):
     from console.services import broker_state_set
 

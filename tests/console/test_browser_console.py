@@ -99,6 +99,13 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
             page = self.login(browser, "alice", "s3cret-pass")
             watcher = self.login(browser, "alice", "s3cret-pass")
+            # No request fails by design: every 4xx and 5xx the map's pages get is collected.
+            failed: list[str] = []
+            for tab in (page, watcher):
+                tab.on(
+                    "response",
+                    lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None,
+                )
             for tab in (page, watcher):  # through the header's link, as an operator would
                 tab.click("header nav a:text('Bundle map')")
                 tab.wait_for_url(f"{self.live_server_url}/bundles/")
@@ -169,6 +176,7 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator("#plan-actions li")).to_contain_text(
                 f"move {name}: broker-1 → {destination}"
             )
+            expect(page.locator("#plan-confirm")).to_be_in_viewport()  # no scrolling to confirm
             expect(page.locator("#plan-stats")).to_contain_text("CV")
             page.screenshot(path=str(SHOTS / "bundle-map-unload-preview.png"), full_page=True)
             assert Bundle.objects.get(pk=row.pk).owner.name == "broker-1"  # a preview moves nothing
@@ -241,6 +249,14 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             watcher.select_option("#map-view", "treemap")
             watcher.wait_for_selector("#bundle-map g.trace.treemap")
             watcher.screenshot(path=str(SHOTS / "bundle-map-treemap.png"), full_page=True)
+            # A click on a bundle's tile opens its panel and keeps the overview (no drill-down).
+            box = watcher.locator("#bundle-map g.slice").nth(3).bounding_box()
+            watcher.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            expect(watcher.locator("#panel-body")).to_be_visible()
+            level = watcher.evaluate("document.getElementById('bundle-map')._fullData[0].level")
+            assert level in (None, "", "undefined"), level
+            # The expected refusals only (the cool-down's preview answers 200 with its veto).
+            assert failed == [], failed
 
             # The failure-domain layout. broker-3 gives its bundles to broker-1: the group's two
             # namespaces share brokers (and zone-a) while broker-3 (zone-b) holds neither.
