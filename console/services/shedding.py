@@ -44,7 +44,9 @@ def _fill_load_after(
     usage = snapshot.weighted_usage(weights)
     events = list(AuditEvent.objects.filter(load_after__isnull=True, at__lt=now))
     for event in events:
-        figures = {b: round(usage[b], 4) for b in event.load_before if b in usage}
+        figures: dict[str, float | None] = {
+            b: round(usage[b], 4) for b in event.load_before if b in usage
+        }
         # One broker serving: no CV (its 0 says nothing of balance; ``LoadStats.cv_said``).
         figures["cv"] = round(plan.before.cv, 4) if plan.before.serving >= 2 else None
         event.load_after = figures
