@@ -1065,7 +1065,7 @@ def _placements(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 AUDIT_FILTERS = {
     "id": "an audit row's id (the row alone)",
     "actor": 'an operator\'s username, or "balancer"',
-    "action": "one of " + ", ".join(AuditEvent.Action.values),
+    "action": "one of " + ", ".join([*AuditEvent.Action.values, "undo"]),
     "broker": "the broker a move left or reached, or the broker acted on",
     "namespace": "a namespace (tenant/ns): its bundles",
     "bundle": "part of a bundle's name",
@@ -1145,7 +1145,7 @@ def audit_events(params: Mapping[str, str]) -> QuerySet[AuditEvent]:
             raise ConsoleError(f"{key} contains a NUL character", field=key)
         values[key] = value
     if values["id"]:
-        if not values["id"].isdigit():
+        if not (values["id"].isascii() and values["id"].isdigit()):
             raise ConsoleError("id is an audit row's number", field="id")
         rows = rows.filter(pk=int(values["id"]))
     if values["actor"]:
@@ -1154,7 +1154,9 @@ def audit_events(params: Mapping[str, str]) -> QuerySet[AuditEvent]:
             if values["actor"] == "balancer"
             else rows.filter(actor__username=values["actor"])
         )
-    if values["action"]:
+    if values["action"] == "undo":  # the audit's verb: an unload that reverses another
+        rows = rows.filter(action=AuditEvent.Action.UNLOAD, reverses__isnull=False)
+    elif values["action"]:
         if values["action"] not in AuditEvent.Action.values:
             raise ConsoleError(f"action must be {AUDIT_FILTERS['action']}", field="action")
         rows = rows.filter(action=values["action"])

@@ -238,7 +238,7 @@ def audit(request: HttpRequest) -> HttpResponse:
             "page": page,
             "error": error,
             "filters": {k: request.GET.get(k, "") for k in selectors.AUDIT_FILTERS},
-            "actions": AuditEvent.Action.values,
+            "actions": [*AuditEvent.Action.values, "undo"],
             "actors": [
                 "balancer",
                 *User.objects.order_by("username").values_list("username", flat=True),

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from balancer.registry import ENTRIES
 from console import selectors
 from console.access import may_act
+from console.api.errors import error_body
 from console.api.permissions import BrokerAgent, IsBrokerAgent, IsOperator, IsUser, IsUserOrBroker
 from console.api.serializers import (
     AuditEventOutput,
@@ -166,7 +167,7 @@ def config(request: Request) -> Response:
         return Response(_config_state())
     allowed, why = may_act(request.user)
     if not allowed:
-        return Response({"detail": why}, status=status.HTTP_403_FORBIDDEN)
+        return Response(error_body(403, why), status=status.HTTP_403_FORBIDDEN)
     params = ConfigInput(data=request.data)
     params.is_valid(raise_exception=True)
     data = params.validated_data
@@ -656,9 +657,11 @@ def api_root(request: Request) -> Response:
         from drf_spectacular.generators import SchemaGenerator
 
         schema = SchemaGenerator().get_schema(request=None, public=True)
+        found = []  # built whole, then kept: two first requests never leave half a list
         for path_, operations in sorted(schema["paths"].items()):
             methods = sorted(m.upper() for m in operations if m != "parameters")
             first: dict[str, Any] = next(iter(operations.values()), {})
             summary = (first.get("description") or first.get("summary") or "").split("\n")[0]
-            _ENDPOINTS.append({"path": path_, "methods": methods, "summary": summary})
+            found.append({"path": path_, "methods": methods, "summary": summary})
+        _ENDPOINTS[:] = found
     return Response({"docs": "/api/docs/", "schema": "/api/schema/", "endpoints": _ENDPOINTS})

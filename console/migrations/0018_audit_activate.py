@@ -3,6 +3,20 @@
 from django.db import migrations, models
 
 
+def activations(apps, schema_editor):
+    """Activations recorded before this migration as "drain" (their reason "... -> active: ...")
+    become "activate", the audit's verb for them."""
+    AuditEvent = apps.get_model("console", "AuditEvent")
+    AuditEvent.objects.filter(action="drain", reason__contains="-> active: ").update(
+        action="activate"
+    )
+
+
+def back(apps, schema_editor):
+    AuditEvent = apps.get_model("console", "AuditEvent")
+    AuditEvent.objects.filter(action="activate").update(action="drain")
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -15,4 +29,5 @@ class Migration(migrations.Migration):
             name='action',
             field=models.CharField(choices=[('unload', 'Unload'), ('place', 'Place'), ('split', 'Split'), ('drain', 'Drain'), ('activate', 'Activate'), ('config', 'Config'), ('report', 'Report'), ('broker-state', 'Broker State'), ('credential', 'Credential'), ('control', 'Control'), ('verify', 'Verify'), ('observed', 'Observed')], max_length=20),
         ),
+        migrations.RunPython(activations, back),
     ]

@@ -429,8 +429,11 @@ def _destination_gone(move: PulsarMove, states: dict[str, str]) -> str:
 class _Replanner:
     """Plans a queued unload's destination again when its own left service: the operator's
     unload of the cycle (``balancer.cycle.plan_unload``, the configured placement among the
-    brokers that serve now) on one snapshot for the whole pass, past the bundle's cool-down
-    (which its own queuing started). The move's new destination is audited."""
+    brokers that serve now), passing the bundle's cool-down alone (its own queuing started it):
+    any other veto (blacklist, rate limit, grace period) skips the move. One snapshot for the
+    pass, each re-planned bundle's load moved onto its new broker (``reassign``), so that two
+    re-plans do not both pick the same least-loaded broker. The new destination is audited,
+    on a row of its own and on the move's announcing row."""
 
     def __init__(self, now: datetime) -> None:
         self.now = now
@@ -438,8 +441,17 @@ class _Replanner:
 
     def replan(self, move: PulsarMove, gone: str) -> tuple[str, str]:
         """(why it must not be sent, "") or ("", a note for its outcome) with
-        ``move.destination`` set to the new one (saved)."""
-        from balancer.cycle import ActionKind, plan_unload
+        ``move.destination`` set to the new one (saved). Never raises: a failure to plan
+        (the live load store away, say) skips the move, saying why."""
+        try:
+            return self._replan(move, gone)
+        except Exception as exc:  # the executor's pass goes on whatever a re-plan meets
+            log.warning("could not re-plan move %s of %s: %s", move.pk, move.bundle, exc)
+            return f"{gone}, and no other destination could be planned ({exc})"[:500], ""
+
+    def _replan(self, move: PulsarMove, gone: str) -> tuple[str, str]:
+        from balancer.cycle import ActionKind, plan_unload, reassign
+        from balancer.decisions import Reason
         from console import selectors
 
         if self.inputs is None:
@@ -450,17 +462,22 @@ class _Replanner:
                 config.state,
             )
         snapshot, cycle, state = self.inputs
-        try:
-            plan = plan_unload(snapshot, cycle, state, move.bundle, force=True)
-        except (BalancerError, KeyError) as exc:
-            return f"{gone}, and no other destination could be planned ({exc})", ""
+        unforced = plan_unload(snapshot, cycle, state, move.bundle)
+        other = [a for a in unforced.vetoed if a.veto not in (Reason.COOL_DOWN, None)]
+        if other:
+            return f"{gone}, and its move again is vetoed: {other[0].explanation}", ""
+        plan = plan_unload(snapshot, cycle, state, move.bundle, force=True)
         place = next(iter(plan.planned(ActionKind.PLACE)), None)
         if place is None or not place.destination:
             vetoed = plan.vetoed[0].explanation if plan.vetoed else "no broker may take it"
             return f"{gone}, and no other broker may take it: {vetoed}", ""
+        # The next re-plan of this pass sees this bundle on its new broker.
+        self.inputs = (reassign(snapshot, {move.bundle: place.destination}), cycle, state)
         planned = move.destination
         move.destination = place.destination
         PulsarMove.objects.filter(pk=move.pk).update(destination=place.destination)
+        if move.audit_id:  # the move's announcement names where it goes now
+            AuditEvent.objects.filter(pk=move.audit_id).update(destination=place.destination)
         said = (
             f"re-planned when sending: {gone} since the plan, so not to {planned}; "
             f"to {place.destination} instead ({place.explanation})"

@@ -35,14 +35,19 @@ def user_role_set(
         (the user, the password made for a new user given none — shown once — else None).
 
     Raises:
-        ConsoleError: 400 naming ``role`` (not one of ``ROLES``), ``name`` (empty or longer
-            than 150 characters) or ``password`` (refused by Django's password validators).
+        ConsoleError: 400 naming ``role`` (not one of ``ROLES``), ``name`` (empty, longer
+            than 150 characters, or not Django's username characters) or ``password``
+            (refused by Django's password validators).
     """
     if role not in ROLES:
         raise ConsoleError(f"role must be one of {', '.join(ROLES)}, not {role!r}", field="role")
     name = name.strip()
     if not name or len(name) > 150:
         raise ConsoleError("name must be 1 to 150 characters", field="name")
+    try:
+        User.username_validator(name)  # letters, digits and @/./+/-/_ only (no NUL, no space)
+    except ValidationError as exc:
+        raise ConsoleError(" ".join(exc.messages), field="name") from None
     made: str | None = None
     with transaction.atomic():
         user, created = User.objects.get_or_create(username=name)

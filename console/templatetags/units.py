@@ -29,8 +29,8 @@ def quantity(value: float | None, unit: str) -> str:
 
 @register.filter
 def cv_text(value: float | None) -> str:
-    """A CV as the console writes it: three decimals, or "no CV (one broker serving)" for a
-    CV recorded as None — fewer than two serving brokers, whose CV of 0 says nothing."""
+    """A CV as the console writes it: three decimals, or "no CV (fewer than two brokers
+    serving)" for a CV recorded as None — whose 0 would say nothing of balance."""
     if value is None:
-        return "no CV (one broker serving)"
+        return "no CV (fewer than two brokers serving)"
     return f"CV {value:.3f}"

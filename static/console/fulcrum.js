@@ -246,7 +246,7 @@ const Fulcrum = (() => {
         const response = await fetch("/api/rankings/", {credentials: "same-origin"});
         if (!response.ok) return;
         const body = await response.json();
-        showRankings({full: true, order: body.rankings.map((r) => r.name), changed: body.rankings, cv: body.cv, mean: body.mean});
+        showRankings({full: true, order: body.rankings.map((r) => r.name), changed: body.rankings, cv: body.cv, mean: body.mean, serving: body.serving});
       } catch (err) { /* the next message brings the changes */ }
     });
     on("balancer.cv_sampled", (p) => {
@@ -876,6 +876,7 @@ const Fulcrum = (() => {
         draw();
       });
       chart.removeAllListeners && chart.removeAllListeners("plotly_click");
+      chart.removeAllListeners && chart.removeAllListeners("plotly_treemapclick");
       // A tile's click (Plotly zooms into it unless this answers false): a bundle opens its
       // panel, a broker's "other" tile shows all its bundles; never a drill-down, so the
       // overview stays.
@@ -1327,11 +1328,14 @@ const Fulcrum = (() => {
       document.getElementById("save").addEventListener("click", async () => {
         const list = changes();
         if (!list.length) { result.className = "result"; result.textContent = "Nothing changed."; return; }
-        // Checked before any confirm: a value the balancer refuses is marked on its field.
+        // Checked before any confirm: a value the balancer refuses is marked on its field
+        // (only such a refusal stops it: a check that could not run leaves it to the save).
         try { await post("/api/config/", {values: draft(), what_if: true}); } catch (err) {
-          markInvalid(err.field);
-          result.className = "result error"; result.textContent = `Not saved: ${err.message}`;
-          return;
+          if (err.field) {
+            markInvalid(err.field);
+            result.className = "result error"; result.textContent = `Not saved: ${err.message}`;
+            return;
+          }
         }
         if (!confirm(`Save these changes as a new version?\n\n${list.join("\n")}\n\nThe shedding loop uses them from its next tick. Audited.`)) return;
         try {

@@ -752,3 +752,14 @@ def test_api_root_lists_every_endpoint_and_the_docs_are_served_locally(operator_
     anonymous = client.get("/api/rankings/")
     assert anonymous.status_code in (401, 403)
     assert set(anonymous.json()["error"]) == {"code", "message", "field"}
+
+
+def test_a_viewer_saving_the_config_gets_the_one_error_shape(cluster, viewer):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(viewer)
+    refused = client.post("/api/config/", {"values": {}}, format="json")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "forbidden"
+    assert "operator" in refused.json()["error"]["message"]

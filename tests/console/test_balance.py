@@ -278,7 +278,13 @@ def test_the_audit_says_one_verb_links_ids_and_offers_undo_only_where_it_can_wor
     assert f'href="/audit/?id={undo.pk}" title="undone by audit row #{undo.pk}"' in page
     one = client.get(f"/audit/?id={ok.pk}").content.decode()
     assert one.count('<tr id="audit-') == 1
-    assert client.get("/audit/?id=x").status_code == 200  # said on the page, not a failure
+    for bad in ("x", "²"):  # said on the page, not a failure ("²" is a digit, not a number)
+        shown = client.get(f"/audit/?id={bad}")
+        assert shown.status_code == 200
+        assert "id is an audit row" in shown.content.decode()
+    # "undo" is a verb to filter by too: the unloads that reverse another.
+    undos = client.get("/audit/?action=undo").content.decode()
+    assert re.findall(r'<tr id="audit-(\d+)">', undos) == [str(undo.pk)]
     # Undo offered where it can work; elsewhere disabled, saying why.
     assert f'data-audit="{ok.pk}"' in page
     assert "cannot be undone: the bundle moved on since" in page  # the stale one's bundle

@@ -243,7 +243,7 @@ def test_with_one_broker_serving_the_audit_and_decision_show_no_cv_of_zero(
     assert moved.load_after["cv"] is None  # measured at the tick: one broker serving
     client.force_login(operator)
     audit = client.get("/audit/?broker=broker-3").content.decode()
-    assert "no CV (one broker serving)" in audit
+    assert "no CV (fewer than two brokers serving)" in audit
     page = client.get(f"/decisions/{tick.pk}/").content.decode()
     assert "— (1 serving broker)" in page
     assert Decision.objects.get(pk=tick.pk).details["stats"]["before"]["serving"] == 1

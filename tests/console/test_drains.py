@@ -120,6 +120,9 @@ def test_a_rolling_restart_drains_three_brokers_two_seconds_apart(pulsar_world, 
     for event in replanned:
         assert event.destination not in leaving or event.at.timestamp() < began[event.destination]
         assert " is draining since the plan, so not to " in event.reason
+        # The move's announcing row names where it went, as the executor sent it.
+        move = PulsarMove.objects.filter(bundle=event.target).order_by("-id").first()
+        assert move.audit.destination == move.destination
     # What landed on a broker after its drain began was already on its way (sent before), and
     # the broker gave it up again: it ends with none.
     sent_to = {(m.bundle, m.destination) for m in PulsarMove.objects.exclude(sent_at=None)}

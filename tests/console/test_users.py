@@ -46,9 +46,10 @@ def test_a_password_from_stdin_and_bad_input_named_by_field(db, monkeypatch):
     with pytest.raises(ConsoleError) as err:
         user_role_set("ivan", "root")
     assert err.value.field == "role"
-    with pytest.raises(ConsoleError) as err:
-        user_role_set("   ", "viewer")
-    assert err.value.field == "name"
+    for bad in ("   ", "olga\x00", "two words", "a/b"):
+        with pytest.raises(ConsoleError) as err:
+            user_role_set(bad, "viewer")
+        assert err.value.field == "name"
     monkeypatch.setattr("sys.stdin", io.StringIO("123\n"))
     with pytest.raises(CommandError, match="password"):
         call_command("fulcrum_user", "ivan", "--role", "viewer", "--password-stdin")
