@@ -358,10 +358,19 @@ def broker_rankings() -> list[dict[str, Any]]:
 
 
 def current_imbalance(rows: list[dict[str, Any]] | None = None) -> dict[str, float]:
-    """CV, mean and std of the serving brokers' scores (fractions: active and reporting), from
-    the newest reports, and ``serving``, how many they are (below 2 the CV says nothing)."""
+    """CV, mean and std of the serving brokers' scores (fractions: active, and reporting within
+    ``FULCRUM_BROKER_TIMEOUT_S`` — a lost broker serves nothing), from the newest reports, and
+    ``serving``, how many they are (below 2 the CV says nothing)."""
     rows = broker_rankings() if rows is None else rows
-    scores = [r["score"] / 100 for r in rows if r["state"] == "active" and r["reportedAt"]]
+    # Serving: active, and reporting within the broker timeout (a lost broker serves nothing).
+    fresh = datetime.now(UTC).timestamp() - settings.FULCRUM_BROKER_TIMEOUT_S
+    scores = [
+        r["score"] / 100
+        for r in rows
+        if r["state"] == "active"
+        and r["reportedAt"]
+        and datetime.fromisoformat(r["reportedAt"]).timestamp() >= fresh
+    ]
     spread = imbalance(scores)
     return {"cv": spread.cv, "mean": spread.mean, "std": spread.std, "serving": len(scores)}
 

@@ -1,6 +1,8 @@
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -45,6 +47,9 @@ def test_with_one_serving_broker_the_dashboard_shows_no_cv_of_zero(
         broker_client.post("/api/load-reports/", report(name, cpu), format="json")
     assert selectors.current_imbalance()["serving"] == 3
     assert "— (" not in logged_in.get("/").content.decode()
+    # A broker silent past the broker timeout is lost: it serves nothing, counted nowhere.
+    with time_machine.travel(datetime.now(UTC) + timedelta(seconds=120), tick=False):
+        assert selectors.current_imbalance()["serving"] == 0
     Broker.objects.exclude(name="broker-1").update(state="drained")
     assert selectors.current_imbalance()["serving"] == 1
     body = logged_in.get("/").content.decode()
