@@ -8,7 +8,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -1084,14 +1084,21 @@ AUDIT_FILTERS = {
 }
 
 
-def _bundles_named(names: Sequence[str]) -> dict[str, Bundle]:
-    """The bundle rows of ``names`` that exist (a name that does not parse is absent)."""
+def bundle_rows(names: Iterable[str], *, skip_invalid: bool = False) -> dict[str, Bundle]:
+    """The bundle rows of ``names`` (unknown names are absent), by name, in one query.
+
+    Raises:
+        ConsoleError: 400 (field ``bundle``) for a name that is no bundle name, unless
+            ``skip_invalid`` (then it is absent, as an unknown one).
+    """
     keys: dict[tuple[str, int, int], str] = {}
     for name in names:
         try:
             parsed = parse_bundle_name(name)
-        except BalancerError:
-            continue
+        except BalancerError as exc:
+            if skip_invalid:
+                continue
+            raise ConsoleError(exc.message, field="bundle") from None
         keys[(parsed.namespace, parsed.range.lower, parsed.range.upper)] = name
     if not keys:
         return {}
@@ -1117,7 +1124,7 @@ def undo_blockers(events: Sequence[AuditEvent], *, now: datetime | None = None) 
     ]
     if not moves:
         return {}
-    rows = _bundles_named([e.target for e in moves])
+    rows = bundle_rows([e.target for e in moves], skip_invalid=True)
     states = dict(Broker.objects.values_list("name", "state"))
     window = settings.FULCRUM_UNDO_WINDOW_S
     out: dict[int, str] = {}

@@ -34,32 +34,6 @@ from console.services import executor
 from console.services.errors import ConsoleError
 
 
-def _bundle_key(name: str) -> tuple[str, int, int]:
-    try:
-        parsed = bundle_ops.parse_bundle_name(name)
-    except BalancerError as exc:
-        raise ConsoleError(exc.message, field="bundle") from None
-    return parsed.namespace, parsed.range.lower, parsed.range.upper
-
-
-def bundle_rows(names: Iterable[str]) -> dict[str, Bundle]:
-    """The bundle rows of ``names`` (unknown names are absent), by name."""
-    keys = {_bundle_key(n): n for n in names}
-    if not keys:
-        return {}
-    namespaces = {ns for ns, _, _ in keys}
-    lowers = {lower for _, lower, _ in keys}
-    rows = Bundle.objects.select_related("namespace", "owner").filter(
-        namespace__name__in=namespaces, lower__in=lowers
-    )
-    out = {}
-    for row in rows:
-        name = keys.get((row.namespace.name, row.lower, row.upper))
-        if name is not None:
-            out[name] = row
-    return out
-
-
 def _figures(plan: CyclePlan, *brokers: str | None) -> dict[str, Any]:
     """Usage fractions of the brokers an action touched, and the cluster CV, before the plan."""
     figures: dict[str, Any] = {
@@ -127,7 +101,7 @@ def plan_apply(
         planned = plan.planned()
         if any(a.kind in (ActionKind.UNLOAD, ActionKind.PLACE, ActionKind.SPLIT) for a in planned):
             loadstore.ownership_changing()
-        rows = bundle_rows(
+        rows = selectors.bundle_rows(
             a.target
             for a in planned
             if a.kind in (ActionKind.UNLOAD, ActionKind.PLACE, ActionKind.SPLIT)
@@ -506,7 +480,7 @@ def _apply_through_pulsar(
             why=f"waiting for {in_flight} move(s) in flight on Pulsar to be verified",
         )
     with transaction.atomic():
-        rows = bundle_rows(a.target for a in planned if a.kind != ActionKind.BROKER_STATE)
+        rows = selectors.bundle_rows(a.target for a in planned if a.kind != ActionKind.BROKER_STATE)
         brokers = {b.name: b for b in Broker.objects.all()}
         decision = _decision(plan, now, kind)
         stale: list[dict[str, Any]] = []

@@ -31,7 +31,8 @@ from balancer.registry import ENTRIES
 from console import selectors
 from console.access import actor_check
 from console.models import AuditEvent, Broker, Bundle, Decision, Namespace
-from console.services.apply import bundle_rows, plan_apply
+from console.selectors import bundle_rows
+from console.services.apply import plan_apply
 from console.services.errors import ConsoleError
 
 

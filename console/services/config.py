@@ -248,9 +248,9 @@ def _day_samples(now: datetime) -> list[ClusterSnapshot]:
         ConsoleError: 409 when fewer than two are recorded yet.
     """
     day = _samples(now, settings.FULCRUM_EVIDENCE_DAY_S, "day")
-    hour = _samples(now, settings.FULCRUM_REPLAY_WINDOW_S, "hour")
-    if hour and (not day or hour[-1].now > day[-1].now):
-        day.append(hour[-1])
+    last = loadstore.replay_sample_last_at()  # the hour's newest alone, not the whole hour
+    if last is not None and (not day or last > day[-1].now):
+        day += _samples(now, now.timestamp() - last, "hour")[-1:]
     return _enough(day, settings.FULCRUM_REPLAY_DAY_SAMPLE_S)
 
 

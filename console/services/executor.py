@@ -380,7 +380,7 @@ def _unstick(connection: PulsarConnection, now: datetime, act_timeout_s: float) 
 def _owners(bundles: list[str]) -> dict[str, str | None]:
     """bundle -> owner name (None: unowned) in the metadata store (the last observation);
     absent: no such bundle any more."""
-    from console.services.apply import bundle_rows  # apply imports this module
+    from console.selectors import bundle_rows
 
     return {
         name: (row.owner.name if row.owner else None) for name, row in bundle_rows(bundles).items()
