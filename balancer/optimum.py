@@ -16,6 +16,7 @@ the bundles it holds, over its capacity. The optimum minimises the highest usage
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,25 @@ def lower_bound(loads: np.ndarray, background: np.ndarray, caps: np.ndarray) -> 
     return max(own, spread, somewhere)
 
 
+# Up to this many assignments (brokers ** bundles) the best is found by trying them all: local
+# search, moving or swapping one bundle at a time, cannot find what needs two bundles to move
+# together (a bundle for two others), which a handful of bundles often does.
+EXHAUSTIVE = 4096
+
+
+def _every_assignment(loads: np.ndarray, background: np.ndarray, caps: np.ndarray) -> Assignment:
+    """The best of every assignment of the ``loads`` to the brokers (few: ``EXHAUSTIVE``)."""
+    n, b = len(loads), len(background)
+    owners = np.array(list(itertools.product(range(b), repeat=n)), dtype=np.int64).reshape(b**n, n)
+    totals = np.repeat(background[None, :, :].astype(np.float64), len(owners), axis=0)
+    rows = np.arange(len(owners))
+    for i in range(n):
+        totals[rows, owners[:, i]] += loads[i]
+    peaks = np.max(totals / caps[None, :, :], axis=(1, 2))
+    best = int(np.argmin(peaks))
+    return Assignment(owners[best], np.max(totals[best] / caps, axis=1))
+
+
 def heuristic(
     loads: np.ndarray,
     background: np.ndarray,
@@ -76,7 +96,8 @@ def heuristic(
 ) -> Assignment:
     """LPT (largest bundle first, onto the broker it leaves least full) — or ``start``, an
     assignment to improve — then the best move or swap of a bundle off the fullest broker while
-    one lowers it (at most ``iterations``).
+    one lowers it (at most ``iterations``). Without ``start``, when there are at most
+    ``EXHAUSTIVE`` assignments, the best of them all (exact).
 
     Args:
         loads: (n, r) each bundle's load per resource; background: (b, r); caps: (b, r) — a
@@ -84,6 +105,8 @@ def heuristic(
         start: (n,) a broker index per bundle to start from instead of LPT.
     """
     n, b = len(loads), len(background)
+    if start is None and b**n <= EXHAUSTIVE:
+        return _every_assignment(loads, background, caps)
     total = background.astype(np.float64).copy()
     if start is not None:
         owner = np.asarray(start, dtype=np.int64).copy()

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from balancer.optimum import EXHAUSTIVE
 from tests.benchmarks import optimum, quality
 
 
@@ -27,10 +28,24 @@ def test_the_lower_bound_is_below_the_heuristic_and_the_heuristic_below_any_assi
     best = optimum.heuristic(loads, background, caps)
     assert optimum.lower_bound(loads, background, caps) <= best.peak + 1e-9
     assert best.peak == pytest.approx(optimum.usage_of(best.owner, loads, background, caps).max())
-    # Local search leaves no single move off the fullest broker that lowers it.
+    # Where every assignment is tried, none is better (beyond, local search guarantees less).
     random_owner = rng.integers(0, len(backgrounds), len(sizes))
     random_peak = optimum.usage_of(random_owner, loads, background, caps).max()
-    assert best.peak <= random_peak + 1e-9 or len(sizes) > 8
+    assert best.peak <= random_peak + 1e-9 or len(backgrounds) ** len(sizes) > EXHAUSTIVE
+
+
+def test_a_bundle_for_two_others_is_found_where_local_search_stops():
+    """LPT puts the biggest bundle (31.25 %) on the emptier broker and both 18.75 % ones on the
+    other (50 %); no single move or swap lowers that, but the biggest for the two others does
+    (43.75 % each). Hypothesis found it against local search alone."""
+    loads = np.array([[0.3125, 0, 0], [0.1875, 0, 0], [0.1875, 0, 0]])
+    background = np.array([[0.125, 0, 0], [0.0625, 0, 0]])
+    caps = np.ones_like(background)
+    stuck = optimum.heuristic(loads, background, caps, start=np.array([1, 0, 0]))
+    assert stuck.peak == pytest.approx(0.5)
+    best = optimum.heuristic(loads, background, caps)
+    assert best.peak == pytest.approx(0.4375)
+    assert best.owner.tolist() == [0, 1, 1]
 
 
 def test_the_exact_solver_when_installed_is_between_the_bound_and_the_heuristic():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from balancer.optimum import heuristic, lower_bound, usage_of
+from balancer.optimum import EXHAUSTIVE, heuristic, lower_bound, usage_of
 
 ONE = np.ones((2, 1))
 
@@ -65,3 +65,22 @@ def test_a_swap_from_a_given_assignment_when_no_move_helps():
     assert best.peak == pytest.approx(0.55)
     owner = best.owner.tolist()
     assert owner[0] == owner[3] != owner[1] == owner[2]  # 0.5 + 0.05 | 0.1 + 0.45
+
+
+def test_a_fullest_broker_with_no_bundle_has_nothing_to_give():
+    """The fullest broker is full of its own background: no move and no swap off it."""
+    loads = np.asarray([[0.1], [0.1], [0.1]])
+    background = np.asarray([[0.9], [0.0]])
+    stays = heuristic(loads, background, ONE, start=np.ones(3, dtype=np.int64))
+    assert stays.owner.tolist() == [1, 1, 1]
+    assert stays.peak == pytest.approx(0.9)
+
+
+def test_few_assignments_are_all_tried():
+    """Two brokers and three bundles: 8 assignments, the best of them is the answer, even where
+    only moving a bundle for two others reaches it (tests/test_quality_harness.py)."""
+    loads = np.asarray([[0.3125], [0.1875], [0.1875]])
+    background = np.asarray([[0.125], [0.0625]])
+    best = heuristic(loads, background, ONE)
+    assert best.peak == pytest.approx(0.4375)
+    assert EXHAUSTIVE >= 2**3
