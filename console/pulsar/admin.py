@@ -122,13 +122,15 @@ def call_name(path: str) -> str:
 class CallRecord:
     """One admin call as made: ``broker`` (the ``host:port`` that answered or failed),
     ``call`` (``call_name``), ``result`` ("ok", "4xx", "5xx", "timeout", "unreachable"),
-    ``seconds`` (wall time, redirects and a token renewal included), ``reason`` (a failure's)."""
+    ``seconds`` (wall time, redirects and a token renewal included), ``reason`` (a failure's),
+    ``size`` (bytes of the answer's body)."""
 
     broker: str
     call: str
     result: str
     seconds: float
     reason: str = ""
+    size: int = 0
 
 
 def error_reason(response: httpx.Response) -> str:
@@ -349,13 +351,15 @@ class PulsarAdmin:
                 result = "unreachable" if not exc.reached else "no answer"
             self._record(exc.url, path, result, started, exc.reason)
             raise
-        self._record(str(response.url), path, "ok", started)
+        self._record(str(response.url), path, "ok", started, size=len(response.content))
         return response
 
-    def _record(self, url: str, path: str, result: str, started: float, reason: str = "") -> None:
+    def _record(
+        self, url: str, path: str, result: str, started: float, reason: str = "", size: int = 0
+    ) -> None:
         netloc = urlsplit(url).netloc or url.split("/", 1)[0]
         record = CallRecord(
-            netloc, call_name(path), result, time.monotonic() - started, reason[:300]
+            netloc, call_name(path), result, time.monotonic() - started, reason[:300], size
         )
         with self._counted:
             self.call_log.append(record)

@@ -185,14 +185,24 @@ class Observation:
         return [b for b in self.bundles() if b not in self.owners]
 
 
+# Namespaces whose bundle boundaries (E8) and anti-affinity group (E9) a pass re-reads besides
+# those it must (new, split, or with a bundle nobody owns): the oldest first. A cluster of at
+# most this many namespaces is read whole every pass; 250 namespaces are read over 4 passes
+# (500 calls a pass were half of a 200-broker cluster's, issue 26).
+NAMESPACE_READS_PER_PASS: Final = 64
+
+
 class ObserveCache:
     """What one connection's passes keep between them (in the observing process): under the
     extensible load manager, each broker's last E12 topic stats (re-read once they are older
     than ``TOPIC_STATS_TTL_S``) and last resource usage from ``/metrics`` (used, marked
-    missing, when a scrape fails, for at most ``usage_max_age_s``)."""
+    missing, when a scrape fails, for at most ``usage_max_age_s``); every namespace's last
+    boundaries and anti-affinity group, with the pass that read them (``namespace_reads``)."""
 
     def __init__(self, usage_max_age_s: float = 60.0) -> None:
         self.usage_max_age_s = usage_max_age_s
+        self.namespaces: dict[str, tuple[int, tuple[list[str], str | None]]] = {}
+        self.passes = 0
         self.topic_stats: dict[str, tuple[float, dict[str, Any]]] = {}
         self.usage: dict[str, tuple[float, dict[str, float]]] = {}
         self.lock = threading.Lock()
@@ -235,6 +245,43 @@ def cluster_name_get(
         "GET",
         admin.service_url,
     )
+
+
+def _ranges(boundaries: list[str]) -> set[tuple[int, int]]:
+    """A namespace's boundaries as (lower, upper) pairs; empty if one is not a hex number."""
+    try:
+        points = [int(b, 16) for b in boundaries]
+    except (TypeError, ValueError):
+        return set()
+    return set(itertools.pairwise(points))
+
+
+def namespaces_to_read(
+    namespaces: list[str], owners: dict[str, str], cache: ObserveCache
+) -> list[str]:
+    """The namespaces whose boundaries and anti-affinity group a pass reads: every one the
+    cache does not hold, whose owned bundles are not the cached ranges (a split), or with a
+    cached range no broker lists (unowned, or split away); then the others, the longest
+    unread first, up to ``NAMESPACE_READS_PER_PASS`` in all. ``owners``: bundle -> broker."""
+    listed: dict[str, set[tuple[int, int]]] = {}
+    for bundle in owners:
+        namespace, _, span = bundle.rpartition("/")
+        lower, _, upper = span.partition("_")
+        try:
+            listed.setdefault(namespace, set()).add((int(lower, 16), int(upper, 16)))
+        except ValueError:
+            listed.setdefault(namespace, set()).add((-1, -1))
+    must: list[str] = []
+    rest: list[tuple[int, str]] = []
+    for namespace in namespaces:
+        kept = cache.namespaces.get(namespace)
+        if kept is None or _ranges(kept[1][0]) != listed.get(namespace, set()):
+            must.append(namespace)
+        else:
+            rest.append((kept[0], namespace))
+    rest.sort()
+    room = max(0, NAMESPACE_READS_PER_PASS - len(must))
+    return sorted(must + [namespace for _, namespace in rest[:room]])
 
 
 def observe(
@@ -286,13 +333,6 @@ def observe(
     def namespace_state(namespace: str) -> tuple[list[str], str | None]:
         return admin.bundle_boundaries(namespace), admin.anti_affinity_group(namespace)
 
-    found: dict[str, tuple[list[str], str | None]] = {}
-    for namespace, state in admin.each(sorted(namespaces), namespace_state):
-        if isinstance(state, PulsarAdminError):
-            errors.append(f"{namespace}: {state.reason}")
-            complete = False
-        else:
-            found[namespace] = state
     owners: dict[str, str] = {}
     unknown: set[str] = set()
     owned_by = dict(admin.each(brokers, lambda b: admin.owned_bundles(name, b)))
@@ -321,6 +361,23 @@ def observe(
         for bundle in owned:
             if not is_system_bundle(bundle):
                 owners[bundle] = broker
+    found: dict[str, tuple[list[str], str | None]] = {}
+    cache.passes += 1
+    for namespace, state in admin.each(
+        namespaces_to_read(sorted(namespaces), owners, cache), namespace_state
+    ):
+        if isinstance(state, PulsarAdminError):
+            errors.append(f"{namespace}: {state.reason}")
+            complete = False
+            cache.namespaces.pop(namespace, None)
+        else:
+            found[namespace] = state
+            cache.namespaces[namespace] = (cache.passes, state)
+    for namespace in namespaces:
+        if namespace not in found and namespace in cache.namespaces:
+            found[namespace] = cache.namespaces[namespace][1]
+    for namespace in set(cache.namespaces) - set(namespaces):
+        del cache.namespaces[namespace]  # Pulsar no longer lists it
     load_manager = ""
     lb_config: dict[str, str] = {}
     if runtime is not None:
