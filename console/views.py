@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import functools
+import gzip
 import hmac
 import json
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET
 from plotly.offline import get_plotlyjs
@@ -30,8 +33,20 @@ from console.services.errors import ConsoleError
 @require_GET
 @cache_control(max_age=86400, public=True)
 def plotly_js(request: HttpRequest) -> HttpResponse:
-    """Plotly's JavaScript from the installed plotly package: no CDN."""
-    return HttpResponse(get_plotlyjs(), content_type="application/javascript")
+    """Plotly's JavaScript from the installed plotly package: no CDN; gzipped for a browser
+    that accepts it (4.6 MB -> 1.4 MB, compressed once per process), cached a day."""
+    if "gzip" in request.headers.get("Accept-Encoding", ""):
+        response = HttpResponse(_plotly_gzipped(), content_type="application/javascript")
+        response["Content-Encoding"] = "gzip"
+    else:
+        response = HttpResponse(get_plotlyjs(), content_type="application/javascript")
+    patch_vary_headers(response, ["Accept-Encoding"])
+    return response
+
+
+@functools.cache
+def _plotly_gzipped() -> bytes:
+    return gzip.compress(get_plotlyjs().encode(), compresslevel=6)
 
 
 def favicon(request: HttpRequest) -> HttpResponse:
@@ -65,11 +80,22 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 def bundle_map(request: HttpRequest) -> HttpResponse:
     """Every namespace's hash space as its bundles, coloured by owner; a broker's bundles as a
     treemap; a bundle's panel with Unload and Split (previewed) for operators. Live."""
+    error = None
+    try:
+        page, contains = selectors.bundle_map_page(request.GET)
+    except ConsoleError as exc:
+        error, page, contains = exc.message, 1, ""
+    asked = str(request.GET.get("bundle") or "")
+    if "/" in asked and not request.GET.get("namespace") and not request.GET.get("page"):
+        # A bundle asked by name (the audit's links): the page of its namespace.
+        contains = asked.rsplit("/", 1)[0][:300].replace("\x00", "")
     return render(
         request,
         "console/bundle_map.html",
         {
-            "data": selectors.bundle_map(),
+            "error": error,
+            "data": selectors.bundle_map(page=page, contains=contains),
+            "page_bundles": selectors.BUNDLE_MAP_PAGE_BUNDLES,
             "split_algorithms": [e.as_dict() for e in ENTRIES if e.kind == "split"],
             "is_operator": is_operator(request.user),
         },
@@ -139,8 +165,10 @@ def domains(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def namespaces(request: HttpRequest) -> HttpResponse:
-    """Namespaces with their bundle counts."""
-    return render(request, "console/namespaces.html", {"namespaces": Namespace.objects.all()})
+    """Namespaces with their bundle counts, 100 a page, filtered by ``?q=`` (part of a name)."""
+    q = request.GET.get("q", "").strip()[:300].replace("\x00", "")
+    page = Paginator(selectors.namespace_rows(q), 100).get_page(request.GET.get("page"))
+    return render(request, "console/namespaces.html", {"page": page, "q": q})
 
 
 @login_required

@@ -230,9 +230,11 @@ def decision_feed(request: Request) -> Response:
 @api_view(["GET"])
 @permission_classes([IsUser])
 def bundle_map(request: Request) -> Response:
-    """Every namespace's bundles as hash ranges with owner, load and cool-down (the bundle map's
-    data; shape in ``selectors.bundle_map``)."""
-    return Response(selectors.bundle_map())
+    """A page of namespaces' bundles as hash ranges with owner, load and cool-down (the bundle
+    map's data; ``?page=``, ``?namespace=`` part of a name; shape in ``selectors.bundle_map``).
+    400 naming ``page`` or ``namespace``."""
+    page, contains = selectors.bundle_map_page(request.query_params)
+    return Response(selectors.bundle_map(page=page, contains=contains))
 
 
 @extend_schema(responses=dict)

@@ -1080,7 +1080,9 @@ const Fulcrum = (() => {
       });
     }
 
-    const refreshNow = liveRefresh("/api/bundle-map/", (fresh) => { data = fresh; draw(); }, 5000);
+    // The page of namespaces this map shows (``?page=&namespace=``), refreshed as it is.
+    const pageQuery = new URLSearchParams({page: String(data.page.number), namespace: data.page.contains}).toString();
+    const refreshNow = liveRefresh(`/api/bundle-map/?${pageQuery}`, (fresh) => { data = fresh; draw(); }, 5000);
     const asked = new URLSearchParams(location.search).get("bundle");
     if (asked && named(asked)) showPanel(named(asked));
     draw();

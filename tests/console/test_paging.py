@@ -1,0 +1,94 @@
+"""At the size of a production cluster no page loads every bundle or namespace (issue 26, item
+4): the bundle map comes in pages of whole namespaces up to ``BUNDLE_MAP_PAGE_BUNDLES`` bundles,
+filtered by part of a namespace's name; the namespaces list 100 a page, its bundle counts in
+the same query."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from console import selectors
+from console.models import Bundle, Namespace
+
+
+@pytest.fixture
+def small_pages(monkeypatch):
+    monkeypatch.setattr(selectors, "BUNDLE_MAP_PAGE_BUNDLES", 5)
+
+
+def _bundles(answer: dict) -> set[tuple[str, int]]:
+    return {(ns["name"], b[0]) for ns in answer["namespaces"] for b in ns["bundles"]}
+
+
+def test_the_bundle_map_comes_in_pages_of_whole_namespaces(cluster, viewer, small_pages):
+    client = APIClient()
+    client.force_authenticate(viewer)
+    first = client.get("/api/bundle-map/").json()
+    # The small layout: 2 namespaces of 4 bundles; 5 a page holds one namespace whole.
+    assert first["page"] == {
+        "number": 1,
+        "pages": 2,
+        "namespaces": 2,
+        "bundles": 8,
+        "first": "acme/orders",
+        "last": "acme/orders",
+        "contains": "",
+    }
+    second = client.get("/api/bundle-map/?page=2").json()
+    every = {(b.namespace.name, b.lower) for b in Bundle.objects.select_related("namespace")}
+    assert _bundles(first) | _bundles(second) == every
+    assert not _bundles(first) & _bundles(second)
+    # Past the last page: the last; filtered by part of a name, any case.
+    assert client.get("/api/bundle-map/?page=9").json()["page"]["number"] == 2
+    only = client.get("/api/bundle-map/?namespace=PAY").json()
+    assert {ns["name"] for ns in only["namespaces"]} == {"acme/payments"}
+    assert only["page"]["pages"] == 1
+    for bad in ("0", "x", "-1", "１"):
+        refused = client.get(f"/api/bundle-map/?page={bad}")
+        assert refused.status_code == 400
+        assert refused.json()["error"]["field"] == "page"
+
+
+def test_the_bundle_map_page_pages_and_opens_on_an_asked_bundle(cluster, viewer, small_pages):
+    client = Client()
+    client.force_login(viewer)
+    page = client.get("/bundles/").content.decode()
+    assert "page 1 of 2" in page
+    assert 'id="map-next"' in page
+    assert "acme/payments" not in page.split('id="map-data"')[1]
+    asked = Bundle.objects.select_related("namespace").get(namespace__name="acme/payments", lower=0)
+    opened = client.get(f"/bundles/?bundle={asked.name}").content.decode()
+    data = opened.split('id="map-data"')[1]
+    assert "acme/payments" in data
+    assert "acme/orders" not in data
+    wrong = client.get("/bundles/?page=zero")
+    assert wrong.status_code == 200
+    assert "page is a whole number from 1" in wrong.content.decode()
+
+
+def test_the_namespaces_list_is_paged_with_its_counts_in_one_query(
+    cluster, viewer, django_assert_max_num_queries
+):
+    tenant = Namespace.objects.first().tenant
+    Namespace.objects.bulk_create(
+        [Namespace(tenant=tenant, name=f"acme/extra-{i:03d}") for i in range(150)]
+    )
+    client = Client()
+    client.force_login(viewer)
+    client.get("/namespaces/")  # the session and the user, cached for the count below
+    with django_assert_max_num_queries(12):
+        page = client.get("/namespaces/").content.decode()
+    assert "page 1 of 2 (152 namespaces)" in page
+    assert len(re.findall(r'href="/namespaces/[^"]+/bundles/"', page)) == 100
+    second = client.get("/namespaces/?page=2").content.decode()
+    assert len(re.findall(r'href="/namespaces/[^"]+/bundles/"', second)) == 52
+    # Counts are each namespace's own: the layout's 4, the extras' none.
+    assert "<td>4</td>" in second.split(">acme/orders</a>")[1].split("</tr>")[0]
+    assert "<td>0</td>" in page.split(">acme/extra-000</a>")[1].split("</tr>")[0]
+    filtered = client.get("/namespaces/?q=PAYMENTS").content.decode()
+    assert "acme/payments" in filtered
+    assert "acme/extra-001" not in filtered
