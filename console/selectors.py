@@ -1602,7 +1602,15 @@ def pulsar_trouble(
             {
                 "kind": "slow",
                 "text": f"The last observation took {took:.1f} s, longer than its {period:.0f} s "
-                f"period" + (f"; slowest calls: {said_slowest}" if said_slowest else ""),
+                f"period"
+                + (
+                    f" (reading Pulsar {float(o['readS']):.1f} s: {int(calls.get('total') or 0)}"
+                    f" calls, {float(calls.get('bytes') or 0) / 1e6:.1f} MB; writing the "
+                    f"metadata store and the live load {float(o.get('applyS') or 0):.1f} s)"
+                    if isinstance(o.get("readS"), (int, float))
+                    else ""
+                )
+                + (f"; slowest calls: {said_slowest}" if said_slowest else ""),
             }
         )
     failed, total = int(calls.get("failed") or 0), int(calls.get("total") or 0)

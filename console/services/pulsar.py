@@ -517,8 +517,14 @@ def _pass(connection: PulsarConnection, admin: PulsarAdmin, now: datetime) -> di
         cache = _caches.setdefault(
             connection.pk, ObserveCache(usage_max_age_s=settings.FULCRUM_BROKER_TIMEOUT_S)
         )
+        started = time.monotonic()
         seen = observe(admin, connection.cluster_name or None, cache=cache)
+        read = time.monotonic()
         summary = _summary(seen, pulsar_observation_apply(seen, now=now), admin.calls)
+        # Where the pass's time went (s): reading Pulsar, writing the metadata store and the
+        # live load; the rest is verifying and sending moves.
+        summary["readS"] = round(read - started, 3)
+        summary["applyS"] = round(time.monotonic() - read, 3)
         summary["verified"] = executor.moves_verify(connection, seen, now=now)
         # Pulsar's own balancing back on while Fulcrum holds control: the executor stops
         # before anything is sent (services.control.control_conflict_check).

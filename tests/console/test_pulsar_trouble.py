@@ -7,6 +7,7 @@ page and in /metrics with the broker and the call named. The fake cluster is
 from __future__ import annotations
 
 import random
+import re
 import time
 from datetime import timedelta
 
@@ -191,6 +192,12 @@ def test_failing_calls_slow_passes_and_late_moves_are_on_the_page_and_in_metrics
         pulsar.sync()
     trouble = {t["kind"]: t["text"] for t in pulsar_trouble(pulsar.connection)}
     assert "The last observation took" in trouble["slow"]
+    # Where the time went: reading Pulsar (broker-3's late answers), with its calls and bytes.
+    read = re.search(r"reading Pulsar ([\d.]+) s: (\d+) calls, ([\d.]+) MB", trouble["slow"])
+    assert read is not None, trouble["slow"]
+    assert float(read.group(1)) >= 0.15
+    assert int(read.group(2)) > 0
+    assert "writing the metadata store and the live load" in trouble["slow"]
     assert "E11 load report on broker-3:8080" in trouble["slow"]
     assert "admin calls failed in the last observation" in trouble["failing-calls"]
     assert "E11 load report on broker-3:8080" in trouble["failing-calls"]
