@@ -8,6 +8,19 @@ TEST_PG_PORT ?= 6392
 WEB_PORT    ?= 8000
 WEB_WORKERS ?= 1
 PULSAR_PORT ?= 18080
+# The simulated cluster's size: demo (8 brokers, 101 bundles) or large (200 brokers in 5 failure
+# domains, 250 namespaces x 200 bundles = 50,000 bundles); each size keeps its own var folder.
+CLUSTER     ?= demo
+CLUSTER_ARGS_demo  :=
+# A trace minute every 6 s (not 2): one simulator process answers for all 200 brokers meanwhile.
+CLUSTER_ARGS_large := --brokers 200 --namespaces 250 --bundles-per-namespace 200 --failure-domains 5 \
+                      --step-seconds 6
+CLUSTER_VAR_demo   := var
+CLUSTER_VAR_large  := var/large
+ifeq ($(filter $(CLUSTER),demo large),)
+$(error CLUSTER=$(CLUSTER): the sizes are demo and large)
+endif
+RUN_VAR     := $(CLUSTER_VAR_$(CLUSTER))
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages Fulcrum needs, each only when missing (Spark 4 needs Java 17 or newer).
 APT_PKGS := $(if $(shell command -v redis-server),,redis-server) \
@@ -43,17 +56,19 @@ run: export FULCRUM_PULSAR_OBSERVE_S = 5
 run: export FULCRUM_PULSAR_TAKE_CONTROL_AT_START = 1
 run: export FULCRUM_PULSAR_REASSERT = 1
 # Prometheus' multiprocess mode: every process writes its metrics here; /metrics gathers them.
-run: export PROMETHEUS_MULTIPROC_DIR = $(CURDIR)/var/prometheus
+run: export PROMETHEUS_MULTIPROC_DIR = $(CURDIR)/$(RUN_VAR)/prometheus
+run: export FULCRUM_VAR_DIR = $(CURDIR)/$(RUN_VAR)
+run: export FULCRUM_SIM_ARGS = $(CLUSTER_ARGS_$(CLUSTER))
 run: setup
-	mkdir -p var
-	rm -rf var/prometheus && mkdir -p var/prometheus
-	test -s var/demo-pulsar-token || (umask 077 && $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(24))" > var/demo-pulsar-token)
+	mkdir -p $(RUN_VAR)
+	rm -rf $(RUN_VAR)/prometheus && mkdir -p $(RUN_VAR)/prometheus
+	test -s $(RUN_VAR)/demo-pulsar-token || (umask 077 && $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(24))" > $(RUN_VAR)/demo-pulsar-token)
 	$(BIN)/python manage.py migrate --noinput -v0
 	$(BIN)/python manage.py seed_demo
-	@echo "Fulcrum: http://127.0.0.1:$(WEB_PORT)/  (Ctrl-C stops everything)"
+	@echo "Fulcrum: http://127.0.0.1:$(WEB_PORT)/  ($(CLUSTER) cluster; Ctrl-C stops everything)"
 	PATH="$(CURDIR)/$(BIN):$$PATH" WEB_PORT=$(WEB_PORT) WEB_WORKERS=$(WEB_WORKERS) \
 	  REDIS_PORT=$(REDIS_PORT) PULSAR_PORT=$(PULSAR_PORT) \
-	  FULCRUM_PULSAR_TOKEN="$$(cat var/demo-pulsar-token)" \
+	  FULCRUM_PULSAR_TOKEN="$$(cat $(RUN_VAR)/demo-pulsar-token)" \
 	  REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/0 $(BIN)/honcho start
 
 test: setup
