@@ -804,9 +804,19 @@ const Fulcrum = (() => {
     // Every broker with its colour, state and bundle count (brokers without bundles too).
     function drawLegend(bundles) {
       const legend = document.getElementById("map-legend");
+      const wasOpen = Boolean(document.getElementById("legend-brokers")?.open);
       legend.innerHTML = "";
       const counts = {};
       bundles.forEach((b) => { counts[b.owner || ""] = (counts[b.owner || ""] || 0) + 1; });
+      // Past 16 brokers the colours repeat and a legend of every broker is a wall: folded,
+      // a bundle's owner is in its tooltip and its panel.
+      const many = data.brokers.length > 16;
+      const chips = many ? el("details", {class: "legend-brokers", id: "legend-brokers"}) : legend;
+      if (many) {
+        chips.open = wasOpen;
+        chips.appendChild(el("summary", {}, `${data.brokers.length} brokers: too many to tell by colour alone, so a bundle's owner is in its tooltip and panel — show every broker's colour`));
+        legend.appendChild(chips);
+      }
       data.brokers.forEach((b, i) => {
         const item = el("span", {class: `chip state-${b.state}`, "data-broker": b.name,
           title: `${b.name}: ${b.state}, failure domain ${b.domain || "default"}`});
@@ -814,7 +824,7 @@ const Fulcrum = (() => {
         swatch.style.background = colourOf(i);
         item.appendChild(swatch);
         item.appendChild(document.createTextNode(`${b.name} (${counts[b.name] || 0})${b.state === "active" ? "" : " " + b.state}`));
-        legend.appendChild(item);
+        chips.appendChild(item);
       });
       if (counts[""]) {
         const item = el("span", {class: "chip"});

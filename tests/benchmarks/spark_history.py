@@ -37,7 +37,9 @@ def spark_session(app: str):  # type: ignore[no-untyped-def]
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    return (
+    from console.reports.jobs import SESSION_CONF
+
+    builder = (
         SparkSession.builder.master("local[*]")
         .appName(app)
         .config("spark.ui.enabled", "false")
@@ -45,10 +47,18 @@ def spark_session(app: str):  # type: ignore[no-untyped-def]
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", "2g")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    for key, value in SESSION_CONF.items():  # the jobs' own settings (spark-submit's runs)
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def load_average() -> str:
+    """The machine's load (1, 5, 15 minutes), printed beside a measurement."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 def synthetic_brokers(root: Path, days: int, brokers: int) -> int:
@@ -96,6 +106,7 @@ def synthetic_brokers(root: Path, days: int, brokers: int) -> int:
             pq.write_table(table, out / f"part-{first // ROWS_PER_FILE:04d}.parquet")
         print(f"  day {day + 1}/{days} written", flush=True)
     marker.touch()
+    os.sync()  # written back now, not while the jobs are timed
     return days * per_day
 
 
@@ -106,6 +117,7 @@ def report(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     rows = synthetic_brokers(root, args.days, args.brokers)
     print(f"history: {rows:,} rows in {time.perf_counter() - started:.1f} s (generated or found)")
+    print(f"load average: {load_average()}", flush=True)
     t0 = time.perf_counter()
     spark = spark_session("fulcrum-bench-report")
     print(f"Spark session: {time.perf_counter() - t0:.1f} s")
@@ -120,6 +132,7 @@ def report(args: argparse.Namespace) -> None:
             total += took
             print(f"| {name} | {rows:,} | {took:.1f} | {rows / took:,.0f} |", flush=True)
         print(f"| both | {rows:,} | {total:.1f} | {rows / total:,.0f} |")
+        print(f"load average: {load_average()}")
     finally:
         spark.stop()
 
