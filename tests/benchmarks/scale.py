@@ -367,13 +367,24 @@ def drain_busiest() -> tuple[Any, tuple[str, int]]:
         Broker.objects.annotate(n=Count("bundles")).order_by("-n").values_list("name", "n").first()
     )
     assert busiest is not None
+    from console.services.errors import ConsoleError
+
     now = timezone.now()
-    broker_state_set(
-        busiest[0],
-        Broker.State.DRAINING,
-        actor=User.objects.get(username="admin"),
-        note="scale benchmark: the executor at its cap",
-    )
+    for attempt in range(10):
+        try:
+            broker_state_set(
+                busiest[0],
+                Broker.State.DRAINING,
+                actor=User.objects.get(username="admin"),
+                note="scale benchmark: the executor at its cap",
+            )
+            break
+        except ConsoleError as exc:
+            # The loop moved a bundle between the drain's plan and its apply (409, the plan
+            # refused as stale): asked again, as an operator would.
+            if exc.status != 409 or attempt == 9:
+                raise
+            time.sleep(1)
     return now, busiest
 
 
