@@ -8,6 +8,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
@@ -191,3 +193,58 @@ def memory_mb(pids: Sequence[int]) -> tuple[float, float]:
             elif line.startswith("Pss:"):
                 pss += int(line.split()[1]) / 1024
     return rss, pss
+
+
+def private_postgres(folder: Path) -> str:
+    """A private PostgreSQL (``scripts/pg-private``) in ``folder`` on a free port, started;
+    its ``DATABASE_URL``. Stop it with ``private_postgres_stop(folder)``."""
+    port = free_port()
+    subprocess.run(
+        [str(ROOT / "scripts/pg-private"), "start", str(folder), str(port)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return f"postgres://fulcrum@127.0.0.1:{port}/fulcrum"
+
+
+def private_postgres_stop(folder: Path) -> None:
+    """Stop ``private_postgres(folder)``'s server (nothing if it is not running)."""
+    subprocess.run(
+        [str(ROOT / "scripts/pg-private"), "stop", str(folder)], capture_output=True, timeout=90
+    )
+
+
+def stack_env(
+    folder: Path,
+    *,
+    database_url: str,
+    redis_port: int,
+    pulsar_port: int,
+    token: str,
+    **settings: str,
+) -> dict[str, str]:
+    """``make run``'s environment for processes whose files live in ``folder`` (the var
+    folder, Prometheus' multiprocess folder under it), attached to the simulated Pulsar
+    cluster on ``pulsar_port`` with ``token``, taking control at start; ``settings`` over it."""
+    import os
+    import sys
+
+    return {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "DATABASE_URL": database_url,
+        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "FULCRUM_DEMO": "1",
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "FULCRUM_VAR_DIR": str(folder),
+        "PROMETHEUS_MULTIPROC_DIR": str(folder / "prometheus"),
+        "FULCRUM_PULSAR_URL": f"http://127.0.0.1:{pulsar_port}",
+        "FULCRUM_PULSAR_TOKEN": token,
+        "FULCRUM_PULSAR_TAKE_CONTROL_AT_START": "1",
+        "FULCRUM_RESTART_PAUSE_S": "1",
+        "FULCRUM_LOG_LEVEL": "INFO",
+        "PULSAR_PORT": str(pulsar_port),
+        "WEB_WORKERS": "1",
+        **settings,
+    }

@@ -34,9 +34,12 @@ import pytest
 from tests.support import (
     free_port,
     free_port_block,
+    private_postgres,
+    private_postgres_stop,
     process_tree,
     procfile_commands,
     redis_server,
+    stack_env,
     wait_for_port,
 )
 from tests.test_faults_stack import _sends
@@ -133,40 +136,23 @@ def stack(tmp_path):
     """PostgreSQL, Redis, the database migrated and seeded, and the environment; the test
     starts the programs."""
     pg = tmp_path / "pg"
-    pg_port = free_port()
-    subprocess.run(
-        [str(ROOT / "scripts/pg-private"), "start", str(pg), str(pg_port)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    url = private_postgres(pg)
     redis_port = free_port()
     redis = redis_server(redis_port, tmp_path)
     pulsar_port = free_port_block(8)
     (tmp_path / "prometheus").mkdir()
-    url = f"postgres://fulcrum@127.0.0.1:{pg_port}/fulcrum"
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "DATABASE_URL": url,
-        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-        "FULCRUM_DEMO": "1",
-        "DJANGO_SETTINGS_MODULE": "console.settings",
-        "FULCRUM_VAR_DIR": str(tmp_path),
-        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
-        "FULCRUM_PULSAR_URL": f"http://127.0.0.1:{pulsar_port}",
-        "FULCRUM_PULSAR_TOKEN": TOKEN,
-        "FULCRUM_PULSAR_TAKE_CONTROL_AT_START": "1",
-        "FULCRUM_PULSAR_OBSERVE_S": "2",
-        "FULCRUM_TICK_INTERVAL_S": str(INTERVAL_S),
-        "FULCRUM_SIM_STEP_S": "1",
-        "FULCRUM_RESTART_PAUSE_S": "1",
-        "FULCRUM_REPORT_RUN_LEASE_S": "6",
-        "FULCRUM_HISTORY_FLUSH_S": "3",  # history for the report run to read
-        "FULCRUM_LOG_LEVEL": "INFO",
-        "PULSAR_PORT": str(pulsar_port),
-        "WEB_WORKERS": "1",
-    }
+    env = stack_env(
+        tmp_path,
+        database_url=url,
+        redis_port=redis_port,
+        pulsar_port=pulsar_port,
+        token=TOKEN,
+        FULCRUM_PULSAR_OBSERVE_S="2",
+        FULCRUM_TICK_INTERVAL_S=str(INTERVAL_S),
+        FULCRUM_SIM_STEP_S="1",
+        FULCRUM_REPORT_RUN_LEASE_S="6",
+        FULCRUM_HISTORY_FLUSH_S="3",  # history for the report run to read
+    )
     for command in (["migrate", "--noinput", "-v0"], ["seed_demo"]):
         subprocess.run(
             [sys.executable, "manage.py", *command],
@@ -181,9 +167,7 @@ def stack(tmp_path):
     finally:
         redis.terminate()
         redis.wait(timeout=10)
-        subprocess.run(
-            [str(ROOT / "scripts/pg-private"), "stop", str(pg)], capture_output=True, timeout=90
-        )
+        private_postgres_stop(pg)
 
 
 def _procfile(env: dict[str, str], web_ports: tuple[int, int]) -> str:

@@ -47,9 +47,12 @@ from tests.support import (
     free_port,
     free_port_block,
     memory_mb,
+    private_postgres,
+    private_postgres_stop,
     process_tree,
     procfile_commands,
     redis_server,
+    stack_env,
     wait_for_port,
 )
 
@@ -151,38 +154,22 @@ def stack_started(
     (folder / "prometheus").mkdir()
     redis = redis_server(redis_port, folder)
     pg_dir = folder / "pg"
-    if database == "postgres":
-        pg_port = free_port()
-        subprocess.run(
-            [str(ROOT / "scripts/pg-private"), "start", str(pg_dir), str(pg_port)],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        url = f"postgres://fulcrum@127.0.0.1:{pg_port}/fulcrum"
-    else:
-        url = f"sqlite:///{folder / 'fulcrum.sqlite3'}"
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "DATABASE_URL": url,
-        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-        "FULCRUM_DEMO": "1",
-        "DJANGO_SETTINGS_MODULE": "console.settings",
-        "FULCRUM_VAR_DIR": str(folder),
-        "PROMETHEUS_MULTIPROC_DIR": str(folder / "prometheus"),
-        "FULCRUM_PULSAR_URL": f"http://127.0.0.1:{pulsar_port}",
-        "FULCRUM_PULSAR_TOKEN": "scale-benchmark-token",
-        "FULCRUM_PULSAR_TAKE_CONTROL_AT_START": "1",
-        "FULCRUM_PULSAR_OBSERVE_S": str(observe_s),
-        "FULCRUM_SIM_STEP_S": str(step_s),
-        "FULCRUM_SIM_ARGS": " ".join(size),
-        "FULCRUM_RESTART_PAUSE_S": "1",
-        "FULCRUM_LOG_LEVEL": "INFO",
-        "PULSAR_PORT": str(pulsar_port),
-        "WEB_PORT": str(web_port),
-        "WEB_WORKERS": "1",
-    }
+    url = (
+        private_postgres(pg_dir)
+        if database == "postgres"
+        else f"sqlite:///{folder / 'fulcrum.sqlite3'}"
+    )
+    env = stack_env(
+        folder,
+        database_url=url,
+        redis_port=redis_port,
+        pulsar_port=pulsar_port,
+        token="scale-benchmark-token",
+        FULCRUM_PULSAR_OBSERVE_S=str(observe_s),
+        FULCRUM_SIM_STEP_S=str(step_s),
+        FULCRUM_SIM_ARGS=" ".join(size),
+        WEB_PORT=str(web_port),
+    )
     stack = Stack(folder, env, web_port, extra=[redis])
     try:
         _manage(env, "migrate", "--noinput", "-v0")
@@ -219,11 +206,7 @@ def stack_started(
 
             connections.close_all()
         if database == "postgres":
-            subprocess.run(
-                [str(ROOT / "scripts/pg-private"), "stop", str(pg_dir)],
-                capture_output=True,
-                timeout=60,
-            )
+            private_postgres_stop(pg_dir)
 
 
 def _django(env: dict[str, str]) -> None:
