@@ -56,6 +56,10 @@ def favicon(request: HttpRequest) -> HttpResponse:
     return response
 
 
+# Broker rows a page of the dashboard's rankings shows (the browser holds them all and pages).
+RANKINGS_PAGE_ROWS = 50
+
+
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Broker rankings, current CV and the CV over time, the shedding loop's health (Pause and
@@ -72,6 +76,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "health": selectors.loop_health(),
             "balance": selectors.balance_status(),
             "is_operator": may_act(request.user)[0],
+            "page_rows": RANKINGS_PAGE_ROWS,
         },
     )
 

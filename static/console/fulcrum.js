@@ -113,11 +113,55 @@ const Fulcrum = (() => {
     return `${i ? n.toFixed(1) : Math.round(n)} ${units[i]}/s`;
   };
 
-  // The rankings, redrawn in place; a broker whose rank changed slides from its old row to its
-  // new one and is marked for a moment.
+  // A list of brokers shown a page at a time, whatever the cluster's size: ``filter`` keeps the
+  // rows whose name, failure domain or state contains the text (any case); the text and the page
+  // live in the address (?q=, ?page=) so a reload or a link keeps them.
+  function brokerPager(prefix, size, redraw) {
+    const params = new URLSearchParams(location.search);
+    const view = {q: (params.get("q") || "").slice(0, 200), page: Math.max(1, parseInt(params.get("page"), 10) || 1)};
+    const input = document.getElementById(`${prefix}-filter`);
+    const text = document.getElementById(`${prefix}-page`);
+    const previous = document.getElementById(`${prefix}-previous`);
+    const next = document.getElementById(`${prefix}-next`);
+    if (input) input.value = view.q;
+    const remember = () => {
+      const url = new URL(location.href);
+      if (view.q) url.searchParams.set("q", view.q); else url.searchParams.delete("q");
+      if (view.page > 1) url.searchParams.set("page", view.page); else url.searchParams.delete("page");
+      history.replaceState(null, "", url);
+    };
+    if (input) input.addEventListener("input", () => { view.q = input.value.slice(0, 200); view.page = 1; remember(); redraw(); });
+    if (previous) previous.addEventListener("click", () => { view.page -= 1; remember(); redraw(); });
+    if (next) next.addEventListener("click", () => { view.page += 1; remember(); redraw(); });
+    const matches = (r) => {
+      const q = view.q.trim().toLowerCase();
+      return !q || [r.name, r.failureDomain || "default", r.state].some((v) => String(v).toLowerCase().includes(q));
+    };
+    // ``rows``: every broker; returns the page's rows and says which they are.
+    function page(rows) {
+      const kept = rows.filter(matches);
+      const pages = Math.max(1, Math.ceil(kept.length / size));
+      view.page = Math.min(Math.max(1, view.page), pages);
+      const first = (view.page - 1) * size;
+      const shown = kept.slice(first, first + size);
+      if (text) {
+        const which = kept.length ? `brokers ${first + 1}–${first + shown.length} of ${kept.length}` : "no broker";
+        text.textContent = `${which}${view.q ? ` whose name, domain or state contains “${view.q}”` : ""}` +
+          `${kept.length < rows.length ? ` (${rows.length} in all)` : ""}; page ${view.page} of ${pages}`;
+      }
+      if (previous) previous.disabled = view.page <= 1;
+      if (next) next.disabled = view.page >= pages;
+      return shown;
+    }
+    return {page, matches, view};
+  }
+
+  // The rankings, a page at a time, redrawn in place; a broker whose rank changed slides from its
+  // old row to its new one and is marked for a moment.
   function renderRankings(rows) {
     const body = document.querySelector("#rankings tbody");
     if (!body) return;
+    if (rankingsPager) rows = rankingsPager.page(rows);
     const before = new Map([...body.querySelectorAll("tr")].map((tr) =>
       [tr.dataset.broker, {top: tr.getBoundingClientRect().top, rank: tr.firstChild && tr.firstChild.textContent}]));
     body.innerHTML = "";
@@ -137,7 +181,8 @@ const Fulcrum = (() => {
       });
       body.appendChild(tr);
     });
-    body.querySelectorAll("tr").forEach((tr) => {
+    if (!rows.length) body.appendChild(el("tr")).appendChild(el("td", {colspan: 12, class: "muted"}, "no broker shown"));
+    body.querySelectorAll("tr[data-broker]").forEach((tr) => {
       const name = tr.dataset.broker, old = before.get(name);
       if (old && old.rank !== String(tr.firstChild.textContent)) {
         const shift = old.top - tr.getBoundingClientRect().top;
@@ -154,6 +199,7 @@ const Fulcrum = (() => {
     });
   }
   const reranked = new Map();  // broker -> until when (ms) its row stays marked
+  let rankingsPager = null;  // the dashboard's pages of brokers
 
   // The decision list: acting decisions, and runs of quiet cycles as one line with a count.
   function renderFeed(list, feed) {
@@ -217,7 +263,7 @@ const Fulcrum = (() => {
       : "";
   }
 
-  function dashboard(series, feed, health, initialRankings, balance) {
+  function dashboard(series, feed, health, initialRankings, balance, pageRows) {
     showBalance(balance);
     setInterval(() => {  // the countdown of the cool-down
       const first = balance.coolDown.next[0];
@@ -233,10 +279,15 @@ const Fulcrum = (() => {
     // The rankings as last received: a message carries the order and only the rows that
     // changed (all of them when "full"); after a (re)connection the page asks for them whole.
     const rankings = new Map(initialRankings.map((r) => [r.name, r]));
+    let order = initialRankings.map((r) => r.name);
+    const redraw = () => renderRankings(order.map((name) => rankings.get(name)).filter(Boolean));
+    rankingsPager = brokerPager("rankings", pageRows, redraw);
+    redraw();
     function showRankings(p) {
       if (p.full) rankings.clear();
       p.changed.forEach((r) => rankings.set(r.name, r));
-      renderRankings(p.order.map((name) => rankings.get(name)).filter(Boolean));
+      order = p.order;
+      redraw();
       document.getElementById("cv").textContent = cvText(p.cv, p.serving);
       document.getElementById("mean").textContent = `${Math.round(p.mean * 100)} %`;
     }
@@ -1436,9 +1487,15 @@ const Fulcrum = (() => {
     return refresh;
   }
 
+  // Broker cards a failure domain shows before "Show all" (a domain of 200 brokers stays a page).
+  const DOMAIN_CARDS = 24;
+
   function domains(initial, isOperator) {
     let data = initial;
     const result = document.getElementById("result");
+    const expanded = new Set();  // the domains whose every card is shown
+    const filter = document.getElementById("domains-filter");
+    if (filter) filter.addEventListener("input", () => draw());
 
     function markers(broker) {
       return data.groups.filter((g) => g.brokers[broker]).map((g) => ({group: g.group, namespaces: g.brokers[broker],
@@ -1451,12 +1508,21 @@ const Fulcrum = (() => {
       const root = document.getElementById("domains");
       root.innerHTML = "";
       const violatedDomains = new Set(data.groups.flatMap((g) => g.violations.filter((v) => v.domain).map((v) => v.domain)));
+      const violating = new Set(data.groups.flatMap((g) => g.violations.map((v) => v.broker)));
+      // A broker that needs a look (not active, draining, hot, or holding a violation) comes first.
+      const attention = (b) => (b.state !== "active" || b.drain || b.score >= 85 || violating.has(b.name) ? 0 : 1);
+      const q = filter ? filter.value.trim().toLowerCase() : "";
       data.domains.forEach((domain) => {
         const column = el("section", {class: `domain${violatedDomains.has(domain.name) ? " violated" : ""}`, "data-domain": domain.name});
         const serving = domain.brokers.filter((b) => b.state === "active").length;
         column.appendChild(el("h2", {}, `${domain.name}`));
         column.appendChild(el("p", {class: "muted"}, `${domain.brokers.length} brokers, ${serving} active`));
-        domain.brokers.forEach((b) => {
+        const kept = domain.brokers.filter((b) => !q || b.name.toLowerCase().includes(q) || b.state.includes(q))
+          .sort((a, b) => attention(a) - attention(b) || (a.name < b.name ? -1 : 1));
+        const all = expanded.has(domain.name) || kept.length <= DOMAIN_CARDS;
+        const shown = all ? kept : kept.slice(0, DOMAIN_CARDS);
+        if (q) column.appendChild(el("p", {class: "muted"}, `${kept.length} whose name or state contains “${q}”`));
+        shown.forEach((b) => {
           const card = el("article", {class: `broker-card state-${b.state}`, "data-broker": b.name});
           const head = el("header");
           const title = el("b");
@@ -1485,8 +1551,17 @@ const Fulcrum = (() => {
           }
           column.appendChild(card);
         });
+        if (kept.length > DOMAIN_CARDS) {
+          column.appendChild(el("button", {class: "more", "data-domain": domain.name, type: "button"},
+            all ? `Show the first ${DOMAIN_CARDS} only` : `Show all ${kept.length} brokers (${kept.length - DOMAIN_CARDS} more)`));
+        }
         root.appendChild(column);
       });
+      root.querySelectorAll("button.more").forEach((button) => button.addEventListener("click", () => {
+        const name = button.dataset.domain;
+        if (expanded.has(name)) expanded.delete(name); else expanded.add(name);
+        draw();
+      }));
       const violations = document.getElementById("violations");
       violations.innerHTML = "";
       const all = data.groups.flatMap((g) => g.violations);
