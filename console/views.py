@@ -176,30 +176,44 @@ def namespaces(request: HttpRequest) -> HttpResponse:
     return render(request, "console/namespaces.html", {"page": page, "q": q})
 
 
+# Bundle rows a page of a broker's or a namespace's bundle table shows.
+BUNDLE_ROWS_PAGE = 100
+
+
 @login_required
 def namespace_bundles(request: HttpRequest, name: str) -> HttpResponse:
-    """One namespace's bundles, their owners and load; Unload for operators."""
+    """One namespace's bundles, their owners and load, 100 a page (``?page=``, by hash range);
+    Unload for operators."""
     namespace = get_object_or_404(Namespace, name=name)
-    bundles = selectors.bundles_with_loads(
-        list(namespace.bundles.select_related("owner").order_by("lower"))
-    )
+    page = Paginator(
+        namespace.bundles.select_related("owner").order_by("lower"), BUNDLE_ROWS_PAGE
+    ).get_page(request.GET.get("page"))
     return render(
         request,
         "console/bundles.html",
-        {"namespace": namespace, "bundles": bundles, "is_operator": is_operator(request.user)},
+        {
+            "namespace": namespace,
+            "bundles": selectors.bundles_with_loads(list(page)),
+            "page": page,
+            "is_operator": is_operator(request.user),
+        },
     )
 
 
 @login_required
 def broker(request: HttpRequest, name: str) -> HttpResponse:
-    """One broker: its load over time with the moves that touched it, its bundles, its latest
-    actions; Drain and Activate (previewed) for operators."""
+    """One broker: its load over time with the moves that touched it, its bundles (busiest
+    first, 100 a page: ``?page=``), its latest actions; Drain and Activate (previewed) for
+    operators."""
     row = get_object_or_404(Broker, name=name)
     rankings = selectors.broker_rankings()
     ranking = next(r for r in rankings if r["name"] == name)
     bundles = selectors.bundles_with_loads(
         list(Bundle.objects.filter(owner=row).select_related("namespace", "owner"))
     )
+    page = Paginator(
+        sorted(bundles, key=lambda b: (-b.throughput_bytes_per_s, b.name)), BUNDLE_ROWS_PAGE
+    ).get_page(request.GET.get("page"))
     range_s = 3600
     return render(
         request,
@@ -208,7 +222,7 @@ def broker(request: HttpRequest, name: str) -> HttpResponse:
             "broker": row,
             "row": ranking,
             "brokers": len(rankings),
-            "bundles": sorted(bundles, key=lambda b: -b.throughput_bytes_per_s),
+            "bundles": page,
             "events": selectors.audit_events({"broker": name})[:20],
             "pulsar_read": selectors.pulsar_broker_read(name),
             "quarantined": selectors.broker_quarantined(name),

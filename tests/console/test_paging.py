@@ -92,3 +92,37 @@ def test_the_namespaces_list_is_paged_with_its_counts_in_one_query(
     filtered = client.get("/namespaces/?q=PAYMENTS").content.decode()
     assert "acme/payments" in filtered
     assert "acme/extra-001" not in filtered
+
+
+def test_a_brokers_and_a_namespaces_bundle_tables_are_paged(cluster, viewer, monkeypatch):
+    from console import views
+    from console.models import Broker
+
+    monkeypatch.setattr(views, "BUNDLE_ROWS_PAGE", 3)
+    Bundle.objects.update(owner=Broker.objects.get(name="broker-1"))
+    client = Client()
+    client.force_login(viewer)
+    listed = lambda html: re.findall(r'<tr data-bundle="([^"]+)"', html)  # noqa: E731
+    pages = [client.get(f"/brokers/broker-1/?page={n}").content.decode() for n in (1, 2, 3)]
+    assert "bundles 1–3 of 8; page 1 of 3" in pages[0]
+    assert 'rel="next" href="?page=2"' in pages[0]
+    assert 'rel="prev"' not in pages[0]
+    assert "bundles 7–8 of 8; page 3 of 3" in pages[2]
+    assert 'rel="next"' not in pages[2]
+    shown = [name for html in pages for name in listed(html)]
+    assert sorted(shown) == sorted(b.name for b in Bundle.objects.select_related("namespace"))
+    assert len(shown) == len(set(shown)) == 8
+    # Past the last page, or not a number: the nearest page, as the namespaces list does.
+    assert listed(client.get("/brokers/broker-1/?page=99").content.decode()) == listed(pages[2])
+    assert listed(client.get("/brokers/broker-1/?page=x").content.decode()) == listed(pages[0])
+    # A namespace's 4 bundles: 3 then 1, by hash range.
+    first = client.get("/namespaces/acme/orders/bundles/").content.decode()
+    second = client.get("/namespaces/acme/orders/bundles/?page=2").content.decode()
+    lowers = [
+        b.name
+        for b in Bundle.objects.filter(namespace__name="acme/orders")
+        .select_related("namespace")
+        .order_by("lower")
+    ]
+    assert listed(first) + listed(second) == lowers
+    assert "bundles 4–4 of 4; page 2 of 2" in second
