@@ -81,6 +81,11 @@ class PulsarAdminError(Exception):
 
 # httpx errors raised before a request was written: nothing reached a broker.
 NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.InvalidURL)
+# A connection that broke before any answer came back (most often a kept-alive one the server
+# closed as the request went out): a GET is sent once more on a fresh one, as it changes nothing
+# (RFC 9110 §9.2.2, idempotent methods; browsers and urllib3's Retry do the same). Any other
+# method is not: it may have been acted on.
+BROKEN_BEFORE_ANSWER: Final = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 # Admin call names (as PULSAR_ADMIN.md numbers them), by the path they call: what the Pulsar
 # page and /metrics group calls by. First match wins.
@@ -410,6 +415,29 @@ class PulsarAdmin:
             )
         return response
 
+    def _send(
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, str] | None,
+        content: bytes | None,
+        headers: dict[str, str],
+        timeout: httpx.Timeout,
+    ) -> httpx.Response:
+        """One HTTP request, counted; a GET whose connection broke before any answer is sent
+        once more (``BROKEN_BEFORE_ANSWER``)."""
+        for attempt in (1, 2):
+            with self._counted:
+                self.calls += 1
+            try:
+                return self._client.request(
+                    method, url, params=params, content=content, headers=headers, timeout=timeout
+                )
+            except BROKEN_BEFORE_ANSWER:
+                if method != "GET" or attempt == 2:
+                    raise
+        raise AssertionError("a request is sent at most twice")
+
     def _follow(
         self,
         method: str,
@@ -422,12 +450,8 @@ class PulsarAdmin:
         if content is not None:
             headers["Content-Type"] = "application/json"
         for _ in range(MAX_HOPS + 1):
-            with self._counted:
-                self.calls += 1
             try:
-                response = self._client.request(
-                    method, url, params=params, content=content, headers=headers, timeout=timeout
-                )
+                response = self._send(method, url, params, content, headers, timeout)
             except NOT_SENT as exc:
                 raise PulsarAdminError(
                     0, f"{type(exc).__name__}: {exc}", method, url, reached=False
