@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from balancer.bundles import namespace_of_bundle
 from balancer.config import PulsarConfig
 from balancer.decisions import Reason, Rejection
+from balancer.placement.preallocated import running_total
 from balancer.snapshot import ClusterSnapshot
 
 
@@ -37,10 +38,12 @@ def max_topics(
 ) -> tuple[list[str], list[Rejection]]:
     """Drop brokers whose topics (reported + preallocated bundles') exceed
     ``loadBalancerBrokerMaxTopics``, unless that would drop every broker (then keep all)."""
-    extra: Counter[str] = Counter()
-    for bundle, broker in preallocated.items():
+
+    def add(extra: Counter[str], bundle: str, broker: str) -> None:
         load = snapshot.bundles.get(bundle)
         extra[broker] += load.topics if load else 0
+
+    extra = running_total(snapshot, preallocated, "topics", Counter[str], add)
     kept, rejected = [], []
     for name in candidates:
         topics = snapshot.brokers[name].topics + extra[name]
@@ -75,10 +78,16 @@ def even_distribution(
     own = snapshot.bundles.get(bundle)
     if own is not None and own.owner is not None:
         counts[own.owner] -= 1
-    for other, broker in preallocated.items():
+
+    def add(placed: dict[str, Counter[str]], other: str, broker: str) -> None:
         owner = snapshot.bundles[other].owner if other in snapshot.bundles else None
-        if other != bundle and owner is None and namespace_of_bundle(other) == namespace:
-            counts[broker] += 1
+        if owner is None:
+            placed.setdefault(namespace_of_bundle(other), Counter())[broker] += 1
+
+    placed = running_total(snapshot, preallocated, "unowned per namespace", dict, add)
+    counts.update(placed.get(namespace, Counter()))
+    if bundle in preallocated and (own is None or own.owner is None):
+        counts[preallocated[bundle]] -= 1  # placed again in the same pass: not itself
     if not candidates:
         return candidates, []
     least = min(counts[name] for name in candidates)

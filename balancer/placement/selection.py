@@ -13,6 +13,7 @@ import numpy as np
 from balancer.bundle_table import RATE_FIELDS
 from balancer.config import PulsarConfig
 from balancer.load_model import LoadModel, bundle_loads
+from balancer.placement.preallocated import running_total
 from balancer.snapshot import ClusterSnapshot
 
 
@@ -193,15 +194,29 @@ def fulcrum_least_predicted_usage(
             bundle_loads(np.asarray(fields), model.cost, model.cost_per_byte)[0], dtype=np.float64
         )
 
-    extra = np.zeros_like(model.load)
-    for other, owner in preallocated.items():
+    def add(extra: np.ndarray, other: str, owner: str) -> None:
         if other in snapshot.bundles and owner in model.index and other != bundle:
             extra[model.index[owner]] += load_of(other)
+
+    if bundle in preallocated:  # placed again in the same pass: itself left out of the sum
+        extra = np.zeros_like(model.load)
+        for other, owner in preallocated.items():
+            add(extra, other, owner)
+    else:
+        extra = running_total(
+            snapshot,
+            preallocated,
+            ("fulcrum_model", config.weights),
+            lambda: np.zeros_like(model.load),
+            add,
+        )
     mine = load_of(bundle) if bundle in snapshot.bundles else np.zeros(5)
-    scores = {}
-    for name in sorted(candidates):
-        i = model.index[name]
-        scores[name] = float(model.broker_usage(i, model.load[i] + extra[i] + mine))
+    names = sorted(candidates)
+    rows = np.asarray([model.index[name] for name in names], dtype=np.int64)
+    usage = model.usage_of(
+        model.background[rows] + (model.load[rows] + extra[rows] + mine), model.limits[rows]
+    )
+    scores = dict(zip(names, usage.tolist(), strict=True))
     return min(scores, key=lambda n: (scores[n], n)), scores
 
 

@@ -3,7 +3,8 @@ before and after) for every strategy on synthetic heavy-tailed clusters.
 
     .venv/bin/python -m tests.benchmarks [--sizes 100x10000,1000x100000] [--repeat 3]
 
-Prints a Markdown table: milliseconds per cycle (median of the repeats, garbage collection off
+Prints a Markdown table: milliseconds per cycle (and per cycle while the hot broker drains: every
+bundle it owns placed in one pass, on a snapshot that remembers nothing) (median of the repeats, garbage collection off
 while timing; the snapshot is built once, outside the timing, and its build time is printed) and
 the process's peak resident memory after each size.
 """
@@ -15,6 +16,7 @@ import gc
 import resource
 import statistics
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -65,6 +67,14 @@ def synthetic(brokers: int, bundles: int, seed: int = 7) -> ClusterSnapshot:
         for i in range(bundles)
     }
     return ClusterSnapshot(1_000_000.0, broker_loads, bundle_loads)
+
+
+def draining(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """The same cluster with its hot broker (broker 0, the one that owns the most) draining:
+    the cycle places every bundle it owns in one pass."""
+    name = next(iter(snapshot.brokers))
+    brokers = {**snapshot.brokers, name: replace(snapshot.brokers[name], state="draining")}
+    return ClusterSnapshot(snapshot.now, brokers, snapshot.bundles)
 
 
 STRATEGIES = {
@@ -122,6 +132,19 @@ def main(argv: list[str] | None = None) -> None:
             results[name].append(
                 f"{statistics.median(times):.1f} (cold {times[0]:.0f}; {unloads} unloads)"
             )
+        drained = draining(snapshot)
+        moved = len(drained.brokers[next(iter(drained.brokers))].bundles)
+        for name in ("ThresholdShedder", "FulcrumShedder"):
+            times = []
+            for _ in range(args.repeat):
+                fresh = ClusterSnapshot(drained.now, drained.brokers, drained.bundles)
+                t0 = time.perf_counter()
+                cycle(fresh, name)
+                times.append((time.perf_counter() - t0) * 1000)
+            results.setdefault(f"{name}, its hot broker draining", []).append(
+                f"{statistics.median(times):.1f} ({moved} bundles placed)"
+            )
+        del drained
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         memory.append(f"{peak_mb:,.0f} MB peak RSS, snapshot built in {build:.1f} s")
         del snapshot
