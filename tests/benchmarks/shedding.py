@@ -3,10 +3,10 @@ before and after) for every strategy on synthetic heavy-tailed clusters.
 
     .venv/bin/python -m tests.benchmarks [--sizes 100x10000,1000x100000] [--repeat 3]
 
-Prints a Markdown table: milliseconds per cycle (and per cycle while the hot broker drains: every
-bundle it owns placed in one pass, on a snapshot that remembers nothing) (median of the repeats, garbage collection off
-while timing; the snapshot is built once, outside the timing, and its build time is printed) and
-the process's peak resident memory after each size.
+Prints a Markdown table: milliseconds per cycle (median of the repeats, garbage collection off
+while timing; the snapshot is built once, outside the timing, and its build time is printed), the
+same while the hot broker drains (every bundle it owns placed in one pass, on a snapshot that
+remembers nothing), and the process's peak resident memory after each size.
 """
 
 from __future__ import annotations
