@@ -19,7 +19,7 @@ from balancer.snapshot import ClusterSnapshot
 from balancer.wire import parse_snapshot
 from console import loadstore, selectors
 from console.access import actor_check
-from console.models import AuditEvent, BalancerConfig, ConfigVersion, PulsarConnection
+from console.models import AuditEvent, BalancerConfig, Bundle, ConfigVersion, PulsarConnection
 from console.services.apply import operator_reason
 from console.services.errors import ConsoleError
 
@@ -218,9 +218,19 @@ def _enough(samples: list[ClusterSnapshot], every_s: float) -> list[ClusterSnaps
     """``samples``, when there are two at least.
 
     Raises:
-        ConsoleError: 409 saying how often the tick records one.
+        ConsoleError: 409 saying how often the tick records one, or that it records none for a
+            cluster over ``FULCRUM_REPLAY_MAX_BUNDLES`` bundles.
     """
     if len(samples) < 2:
+        bundles, limit = Bundle.objects.count(), settings.FULCRUM_REPLAY_MAX_BUNDLES
+        if bundles > limit:
+            raise ConsoleError(
+                f"the cluster has {bundles:,} bundles, over FULCRUM_REPLAY_MAX_BUNDLES "
+                f"({limit:,}): the shedding tick records no load for replays at this size (a "
+                "replay runs within one request, about 1 s per 100 bundles over an hour); "
+                f"{len(samples)} snapshot(s) recorded",
+                status=409,
+            )
         raise ConsoleError(
             f"not enough load recorded to replay yet: {len(samples)} snapshot(s); the shedding "
             f"tick records one every {every_s:g} s",

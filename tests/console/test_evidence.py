@@ -52,6 +52,11 @@ def test_the_hour_observed_next_to_fulcrums_replay(fulcrum_cluster, viewer, sett
     answer = client.get("/api/pulsar/evidence/")
     assert answer.status_code == 200
     assert "not enough load recorded" in answer.json()["unavailable"]
+    # Over the size the ticks record for replays, the answer says so (it would never come).
+    settings.FULCRUM_REPLAY_MAX_BUNDLES = 5
+    too_large = client.get("/api/pulsar/evidence/").json()["unavailable"]
+    assert too_large.startswith("the cluster has 8 bundles, over FULCRUM_REPLAY_MAX_BUNDLES (5)")
+    settings.FULCRUM_REPLAY_MAX_BUNDLES = 1000
     brokers = {b.name: b for b in Broker.objects.all()}
     bundles = list(Bundle.objects.order_by("id"))
     for bundle in bundles:
