@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
@@ -193,6 +194,20 @@ def memory_mb(pids: Sequence[int]) -> tuple[float, float]:
             elif line.startswith("Pss:"):
                 pss += int(line.split()[1]) / 1024
     return rss, pss
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """CPU seconds (user + system) used so far by ``pids`` (``/proc/<pid>/stat``, fields 14
+    and 15 in clock ticks); a process gone counts 0."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime after "state"
+    return total
 
 
 def private_postgres(folder: Path) -> str:

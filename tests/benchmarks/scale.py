@@ -18,7 +18,8 @@ it observes, balances and serves while this prints, per step:
 - each page in Chromium: time to first contentful paint and to network idle (s), bytes
   transferred with the browser's cache warm (the second visit) and cold, JavaScript errors;
 - one dashboard's websocket: bytes per second received;
-- each process's memory (PSS, MB: shared pages counted once) and the stack's total.
+- each process's memory (PSS, MB: shared pages counted once) and the stack's total, and the CPU
+  each used over the run (% of one core: how the machine's cores were shared).
 
 Each figure is printed with its goal (``GOALS``) and whether it meets it; exits 1 if a process
 died or a page failed. ``tests/test_scale_short.py`` runs a 500-bundle slice of it.
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import (
+    cpu_seconds,
     free_port,
     free_port_block,
     memory_mb,
@@ -102,6 +104,7 @@ class Measured:
     dead: list[str] = field(default_factory=list)
     said: str = ""  # the dead programs' last words
     storage: dict[str, float] = field(default_factory=dict)  # MB: database, Redis, history
+    cpu_share: dict[str, float] = field(default_factory=dict)  # % of one core, per program
 
 
 def storage_mb(stack: Stack, minutes: float) -> dict[str, float]:
@@ -500,6 +503,18 @@ def stack_memory(stack: Stack) -> dict[str, float]:
     return found
 
 
+def stack_cpu(stack: Stack) -> dict[str, float]:
+    """CPU seconds (user + system) each program's process tree has used so far, and
+    PostgreSQL's and Redis' (``/proc/<pid>/stat``; a process gone counts 0)."""
+    found = {n: cpu_seconds(process_tree(p.pid)) for n, p in stack.processes.items()}
+    found["redis"] = cpu_seconds([stack.extra[0].pid])
+    pg = subprocess.run(
+        ["pgrep", "-f", str(stack.folder / "pg")], capture_output=True, text=True
+    ).stdout.split()
+    found["postgres"] = cpu_seconds(sorted({q for p in pg for q in process_tree(int(p))}))
+    return found
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -583,6 +598,7 @@ def measure(argv: list[str] | None = None) -> Measured:
                 took = audit_fill(args.audit_rows)
                 print(f"audit: {args.audit_rows:,} rows written in {took:.1f} s", flush=True)
             since = timezone.now()
+            cpu_from, cpu_started = stack_cpu(stack), time.monotonic()
             passes: dict[Any, dict[str, Any]] = {}
             deadline = time.monotonic() + args.minutes * 60
             drain_at = deadline - args.drain_minutes * 60 if args.drain_minutes > 0 else None
@@ -610,6 +626,10 @@ def measure(argv: list[str] | None = None) -> Measured:
                     next_line += 60
                 time.sleep(1)
             measured.passes = list(passes.values())
+            cpu_to, elapsed = stack_cpu(stack), time.monotonic() - cpu_started
+            measured.cpu_share = {
+                n: 100 * (cpu_to[n] - cpu_from.get(n, 0.0)) / elapsed for n in cpu_to
+            }
             measured.executor = executor_rates(drained_since or since)
             measured.dead = stack.dead()
             if not args.no_pages and not measured.dead:
@@ -657,11 +677,13 @@ def report(measured: Measured) -> bool:
     rows = [
         ("observation pass (s)", durations, GOALS["observation pass (s)"]),
         ("  reading Pulsar (s)", [float(p.get("readS", 0.0)) for p in passes], None),
+        ("    Fulcrum's CPU in it (s)", [float(p.get("readCpuS", 0.0)) for p in passes], None),
         (
             "  writing the store and live load (s)",
             [float(p.get("applyS", 0.0)) for p in passes],
             None,
         ),
+        ("    Fulcrum's CPU in it (s)", [float(p.get("applyCpuS", 0.0)) for p in passes], None),
         ("  Pulsar calls per pass", calls, None),
         ("  MB read per pass", [b / 1e6 for b in read], None),
         ("tick (s)", [sum(t) for t in tick], GOALS["tick (s)"]),
@@ -705,6 +727,11 @@ def report(measured: Measured) -> bool:
         "memory, peak PSS (MB): "
         + ", ".join(f"{n} {v:.0f}" for n, v in sorted(measured.peak_mb.items()))
     )
+    if measured.cpu_share:
+        print(
+            f"CPU over the run, % of one core ({os.cpu_count()} cores in all): "
+            + ", ".join(f"{n} {v:.0f}" for n, v in sorted(measured.cpu_share.items()))
+        )
     print(
         f"memory, whole stack at its peak: {measured.total_peak_mb:.0f} MB   <= 1536: "
         f"{_goal(measured.total_peak_mb, GOALS['memory, whole stack (MB)'])}"
