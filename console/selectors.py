@@ -820,20 +820,21 @@ async def database_read(read: Callable[..., T], *args: Any) -> T:
 BUNDLE_MAP_PAGE_BUNDLES = 2000
 
 
-def bundle_map_page(params: Mapping[str, str]) -> tuple[int, str]:
-    """The bundle map's ``page`` (1-based; default 1) and ``namespace`` filter (part of a
-    namespace's name, any case) from query ``params``.
+def page_params(params: Mapping[str, str], text: str) -> tuple[int, str]:
+    """A paged list's ``page`` (1-based; default 1) and its filter, the query parameter named
+    ``text`` (part of a name, any case), from query ``params``: the bundle map's and the
+    namespaces list's.
 
     Raises:
-        ConsoleError: 400 naming ``page`` (not a whole number from 1) or ``namespace`` (over
-            300 characters, or a NUL).
+        ConsoleError: 400 naming ``page`` (not a whole number from 1) or ``text`` (over 300
+            characters, or a NUL).
     """
     raw = str(params.get("page") or "1").strip()
     if not (raw.isascii() and raw.isdigit()) or int(raw) < 1 or len(raw) > 9:
         raise ConsoleError("page is a whole number from 1", field="page")
-    contains = str(params.get("namespace") or "").strip()
+    contains = str(params.get(text) or "").strip()
     if len(contains) > 300 or "\x00" in contains:
-        raise ConsoleError("namespace is at most 300 characters, without NUL", field="namespace")
+        raise ConsoleError(f"{text} is at most 300 characters, without NUL", field=text)
     return int(raw), contains
 
 

@@ -87,7 +87,7 @@ def bundle_map(request: HttpRequest) -> HttpResponse:
     treemap; a bundle's panel with Unload and Split (previewed) for operators. Live."""
     error = None
     try:
-        page, contains = selectors.bundle_map_page(request.GET)
+        page, contains = selectors.page_params(request.GET, "namespace")
     except ConsoleError as exc:
         error, page, contains = exc.message, 1, ""
     asked = str(request.GET.get("bundle") or "")
@@ -170,10 +170,15 @@ def domains(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def namespaces(request: HttpRequest) -> HttpResponse:
-    """Namespaces with their bundle counts, 100 a page, filtered by ``?q=`` (part of a name)."""
-    q = request.GET.get("q", "").strip()[:300].replace("\x00", "")
-    page = Paginator(selectors.namespace_rows(q), 100).get_page(request.GET.get("page"))
-    return render(request, "console/namespaces.html", {"page": page, "q": q})
+    """Namespaces with their bundle counts, 100 a page (``?page=``; past the last, the last),
+    filtered by ``?q=`` (part of a name); a bad one is named and the first page shown."""
+    error = None
+    try:
+        number, q = selectors.page_params(request.GET, "q")
+    except ConsoleError as exc:
+        error, number, q = exc.message, 1, ""
+    page = Paginator(selectors.namespace_rows(q), 100).get_page(number)
+    return render(request, "console/namespaces.html", {"page": page, "q": q, "error": error})
 
 
 # Bundle rows a page of a broker's or a namespace's bundle table shows.

@@ -233,7 +233,7 @@ def bundle_map(request: Request) -> Response:
     """A page of namespaces' bundles as hash ranges with owner, load and cool-down (the bundle
     map's data; ``?page=``, ``?namespace=`` part of a name; shape in ``selectors.bundle_map``).
     400 naming ``page`` or ``namespace``."""
-    page, contains = selectors.bundle_map_page(request.query_params)
+    page, contains = selectors.page_params(request.query_params, "namespace")
     return Response(selectors.bundle_map(page=page, contains=contains))
 
 

@@ -89,6 +89,12 @@ def test_the_namespaces_list_is_paged_with_its_counts_in_one_query(
     # Counts are each namespace's own: the layout's 4, the extras' none.
     assert "<td>4</td>" in second.split(">acme/orders</a>")[1].split("</tr>")[0]
     assert "<td>0</td>" in page.split(">acme/extra-000</a>")[1].split("</tr>")[0]
+    # A bad filter or page is named, as the bundle map does, and the first page shown.
+    for bad, said in (("q=" + "x" * 301, "q is at most 300"), ("page=0", "page is a whole")):
+        refused = client.get(f"/namespaces/?{bad}").content.decode()
+        assert said in refused
+        assert "page 1 of 2 (152 namespaces)" in refused
+    assert "page 2 of 2" in client.get("/namespaces/?page=9").content.decode()  # the last
     filtered = client.get("/namespaces/?q=PAYMENTS").content.decode()
     assert "acme/payments" in filtered
     assert "acme/extra-001" not in filtered
