@@ -247,13 +247,38 @@ def cluster_name_get(
     )
 
 
-def _ranges(boundaries: list[str]) -> set[tuple[int, int]]:
-    """A namespace's boundaries as (lower, upper) pairs; empty if one is not a hex number."""
+def namespace_ranges(namespace: str, boundaries: list[str]) -> list[tuple[int, int]]:
+    """A namespace's bundle boundaries (Pulsar's ``getBundles``: ``["0x00000000", …,
+    "0xffffffff"]``) -> its bundles' [(lower, upper)], checked.
+
+    Raises:
+        ObservationError: boundaries that are not increasing 32-bit hex numbers from 0 to
+            0xffffffff.
+    """
     try:
         points = [int(b, 16) for b in boundaries]
     except (TypeError, ValueError):
+        raise ObservationError(
+            namespace, "boundaries", f"not hex numbers: {boundaries!r}"
+        ) from None
+    if (
+        len(points) < 2
+        or points[0] != 0
+        or points[-1] != 0xFFFFFFFF
+        or points != sorted(set(points))
+    ):
+        raise ObservationError(
+            namespace, "boundaries", f"must rise from 0x00000000 to 0xffffffff: {boundaries!r}"
+        )
+    return list(itertools.pairwise(points))
+
+
+def _ranges(boundaries: list[str]) -> set[tuple[int, int]]:
+    """A namespace's boundaries as (lower, upper) pairs; empty if they are not well formed."""
+    try:
+        return set(namespace_ranges("", boundaries))
+    except ObservationError:
         return set()
-    return set(itertools.pairwise(points))
 
 
 def namespaces_to_read(

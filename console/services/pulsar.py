@@ -5,7 +5,6 @@ through the same validated path as a pushed report (``services.ingest``)."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from console.pulsar.observe import (
     Observation,
     ObservationError,
     ObserveCache,
+    namespace_ranges,
     observe,
     report_document,
 )
@@ -55,31 +55,6 @@ def sync_lease_s() -> float:
     unload may take 90 s) and renewed every third of it: one observation period (at least 5 s),
     so that a worker killed mid-pass delays the next pass by about two periods at most."""
     return max(settings.FULCRUM_PULSAR_OBSERVE_S, 5.0)
-
-
-def _bounds(namespace: str, boundaries: list[str]) -> list[tuple[int, int]]:
-    """``["0x00000000", …, "0xffffffff"]`` -> [(lower, upper)], checked.
-
-    Raises:
-        ObservationError: boundaries that are not increasing 32-bit hex numbers from 0 to
-            0xffffffff.
-    """
-    try:
-        points = [int(b, 16) for b in boundaries]
-    except (TypeError, ValueError):
-        raise ObservationError(
-            namespace, "boundaries", f"not hex numbers: {boundaries!r}"
-        ) from None
-    if (
-        len(points) < 2
-        or points[0] != 0
-        or points[-1] != 0xFFFFFFFF
-        or points != sorted(set(points))
-    ):
-        raise ObservationError(
-            namespace, "boundaries", f"must rise from 0x00000000 to 0xffffffff: {boundaries!r}"
-        )
-    return list(itertools.pairwise(points))
 
 
 def _observed(bundle: str, before: str | None, owner: Broker | None, now: datetime) -> AuditEvent:
@@ -164,7 +139,7 @@ def pulsar_observation_apply(seen: Observation, *, now: datetime | None = None) 
         gone_pks: list[int] = []
         for name, (boundaries, group) in sorted(seen.namespaces.items()):
             try:
-                ranges = _bounds(name, boundaries)
+                ranges = namespace_ranges(name, boundaries)
             except ObservationError as exc:
                 refused.append(str(exc))
                 continue
