@@ -6,7 +6,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -263,3 +263,26 @@ def stack_env(
         "WEB_WORKERS": "1",
         **settings,
     }
+
+
+async def dashboard_messages(
+    port: int, cookie: str, deadline: float, wait_s: float = 1.0
+) -> AsyncIterator[str | bytes]:
+    """The messages a logged-in dashboard's websocket (``/ws/cluster/`` on ``port``, with the
+    session ``cookie``) receives until ``deadline`` (``time.time()``), each as it comes;
+    ``wait_s``: how long one wait for a message lasts before the deadline is looked at again."""
+    import asyncio
+
+    import websockets
+
+    async with websockets.connect(
+        f"ws://127.0.0.1:{port}/ws/cluster/",
+        additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"},
+        max_size=None,
+        open_timeout=60,
+    ) as ws:
+        while time.time() < deadline:
+            try:
+                yield await asyncio.wait_for(ws.recv(), timeout=wait_s)
+            except TimeoutError:
+                continue

@@ -29,26 +29,30 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from tests.support import demo_database_with_viewer, free_port, redis_server, wait_for_port
+from tests.support import (
+    dashboard_messages,
+    demo_database_with_viewer,
+    free_port,
+    redis_server,
+    wait_for_port,
+)
 
 
 def listen(port: int, cookie: str, count: int, expect: int) -> list:
     """``count`` websockets; each records (receive time, bytes) of its first ``expect``
     rankings messages. Returns [[(t, bytes), ...] per socket]."""
-    import websockets
 
     async def one() -> list[tuple[float, int]]:
         got: list[tuple[float, int]] = []
-        async with websockets.connect(
-            f"ws://127.0.0.1:{port}/ws/cluster/",
-            additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"},
-            max_size=None,
-            open_timeout=60,
-        ) as ws:
-            while len(got) < expect:
-                message = await asyncio.wait_for(ws.recv(), timeout=120)
-                if '"balancer.load_reported"' in message[:60]:
-                    got.append((time.time(), len(message.encode())))
+        # Up to 120 s for each message, as long as they keep coming.
+        messages = dashboard_messages(port, cookie, time.time() + 120 * expect, wait_s=120)
+        async for message in messages:
+            text = message if isinstance(message, str) else message.decode()
+            if '"balancer.load_reported"' in text[:60]:
+                got.append((time.time(), len(text.encode())))
+            if len(got) >= expect:
+                await messages.aclose()
+                break
         return got
 
     async def run() -> list:

@@ -46,6 +46,7 @@ from typing import Any
 
 from tests.support import (
     cpu_seconds,
+    dashboard_messages,
     free_port,
     free_port_block,
     memory_mb,
@@ -376,25 +377,12 @@ def drain_busiest() -> tuple[Any, tuple[str, int]]:
 
 def websocket_rate(port: int, cookie: str, seconds: float) -> float:
     """Bytes per second one dashboard's websocket received over ``seconds``."""
-    import websockets
-
     received = 0
 
     async def run() -> None:
         nonlocal received
-        deadline = time.time() + seconds
-        async with websockets.connect(
-            f"ws://127.0.0.1:{port}/ws/cluster/",
-            additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"},
-            max_size=None,
-            open_timeout=60,
-        ) as ws:
-            while time.time() < deadline:
-                try:
-                    message = await asyncio.wait_for(ws.recv(), timeout=1)
-                except TimeoutError:
-                    continue
-                received += len(message.encode() if isinstance(message, str) else message)
+        async for message in dashboard_messages(port, cookie, time.time() + seconds):
+            received += len(message.encode() if isinstance(message, str) else message)
 
     asyncio.run(run())
     return received / seconds

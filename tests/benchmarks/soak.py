@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import (
+    dashboard_messages,
     demo_database_with_viewer,
     free_port,
     memory_mb,
@@ -71,8 +72,6 @@ def _seconds(value: Any) -> float:
 def dashboards(port: int, cookie: str, count: int, seconds: float) -> dict[str, Any]:
     """``count`` websockets for ``seconds``: each rankings message's latency (receive time
     minus the newest report it shows), messages received and sockets that dropped."""
-    import websockets
-
     latencies: list[float] = []
     dropped = 0
     received = 0
@@ -82,25 +81,16 @@ def dashboards(port: int, cookie: str, count: int, seconds: float) -> dict[str, 
         import json
 
         try:
-            async with websockets.connect(
-                f"ws://127.0.0.1:{port}/ws/cluster/",
-                additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"},
-                max_size=None,
-                open_timeout=60,
-            ) as ws:
-                while time.time() < deadline:
-                    try:
-                        message = await asyncio.wait_for(ws.recv(), timeout=5)
-                    except TimeoutError:
-                        continue
-                    received += 1
-                    if '"balancer.load_reported"' not in message[:60]:
-                        continue
-                    rows = json.loads(message)["payload"].get("changed", [])
-                    times = [_seconds(r.get("reportedAt")) for r in rows]
-                    newest = max((t for t in times if t), default=0.0)
-                    if newest > 0:
-                        latencies.append(time.time() - newest)
+            async for message in dashboard_messages(port, cookie, deadline, wait_s=5):
+                received += 1
+                text = message if isinstance(message, str) else message.decode()
+                if '"balancer.load_reported"' not in text[:60]:
+                    continue
+                rows = json.loads(text)["payload"].get("changed", [])
+                times = [_seconds(r.get("reportedAt")) for r in rows]
+                newest = max((t for t in times if t), default=0.0)
+                if newest > 0:
+                    latencies.append(time.time() - newest)
         except Exception:
             dropped += 1
 
