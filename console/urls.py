@@ -22,7 +22,8 @@ urlpatterns = [
     path("reports/", views.reports, name="reports"),
     path("pulsar/", views.pulsar, name="pulsar"),
     path("users/", views.users, name="users"),
-    path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
+    # Named by its content's digest: a new build is a new URL, never a day-old cached copy.
+    path(f"vendor/plotly-{views.plotly_digest()}.min.js", views.plotly_js, name="plotly-js"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("metrics", views.prometheus_metrics, name="metrics"),
     path("login/", auth_views.LoginView.as_view(), name="login"),

@@ -1,4 +1,5 @@
-// Fulcrum console: websocket events -> page updates. Plotly is served locally (/vendor/plotly.min.js).
+// Fulcrum console: websocket events -> page updates. Plotly is served locally (/vendor/plotly-<digest>.min.js):
+// a partial bundle of the trace types drawn here (js/plotly-fulcrum.js); a new type needs `make plotly`.
 const Fulcrum = (() => {
   const handlers = {};
   let socket = null;
