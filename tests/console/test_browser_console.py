@@ -425,6 +425,7 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
 
             # The audit, filtered to alice's unloads; the CSV link carries the same filters.
             page.click("header nav a:text('Audit')")
+            expect(page).to_have_title("Audit · Fulcrum")
             page.select_option("select[name=actor]", "alice")
             page.select_option("select[name=action]", "unload")
             page.click("#audit-filters button")
