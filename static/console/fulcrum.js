@@ -827,13 +827,14 @@ const Fulcrum = (() => {
         : [0, 1, 2, 3, 4].map((i) => Math.round(xrange[0] + (i * (xrange[1] - xrange[0])) / 4));
       drawLegend(bundles);
       if (treemap) {
-        Plotly.react(chart, treemapTrace(bundles), {margin: {t: 10, r: 10, b: 10, l: 10}},
+        // The height said to Plotly too: "responsive" follows the window, not the box.
+        Plotly.react(chart, treemapTrace(bundles), {margin: {t: 10, r: 10, b: 10, l: 10}, height: 640},
           {displayModeBar: false, responsive: true});
         chart.dataset.drawn = "0";
       } else {
         const image = rangeImage(xrange[0], xrange[1]);
         const layout = {
-          margin: MARGIN, showlegend: false, hovermode: false, dragmode: "zoom",
+          margin: MARGIN, showlegend: false, hovermode: false, dragmode: "zoom", height: chartHeight(rows),
           xaxis: {range: xrange, tickvals: ticks, ticktext: ticks.map(hex), zeroline: false, showgrid: false,
             title: {text: "hash range (drag to zoom, double-click to reset)"}},
           yaxis: {range: [rows - 0.5, -0.5], tickvals: data.namespaces.map((_, i) => i),

@@ -5,6 +5,7 @@ broker), and a viewer who sees no action and is refused by the server. Screensho
 go to var/screenshots/ (docs/screenshots/ holds the README's copies)."""
 
 import os
+import re
 import shutil
 
 import pytest
@@ -227,7 +228,7 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             expect(children).to_have_count(2)
             # The midpoint, with each half's load from its own topics (none may fall left).
             expect(page.locator("#plan-children")).to_contain_text("its own topics' rates")
-            expect(children.nth(1)).to_contain_text("KiB/s")
+            expect(children.nth(1)).to_contain_text(re.compile(r"\d (B|KiB|MiB)/s"))
             page.screenshot(path=str(SHOTS / "bundle-map-split-preview.png"), full_page=True)
             page.click("#plan-confirm")
             expect(page.locator("#result")).to_contain_text("into 2 bundles")
@@ -248,6 +249,9 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             watcher.screenshot(path=str(SHOTS / "bundle-map-after-split.png"), full_page=True)
             watcher.select_option("#map-view", "treemap")
             watcher.wait_for_selector("#bundle-map g.trace.treemap")
+            # The treemap fills its 640 px box (it kept the ranges view's height before).
+            drawn = watcher.locator("#bundle-map .main-svg").first.bounding_box()
+            assert drawn["height"] == 640, drawn
             watcher.screenshot(path=str(SHOTS / "bundle-map-treemap.png"), full_page=True)
             # A click on a bundle's tile opens its panel and keeps the overview (no drill-down).
             box = watcher.locator("#bundle-map g.slice").nth(3).bounding_box()
