@@ -82,7 +82,7 @@ class PulsarConfig:
     namespace_max_bundles: int = 128
     flow_or_qps_difference_fraction: float = 0.10
     seed: int = 0
-    # FulcrumShedder (Fulcrum's own; README § FulcrumShedder)
+    # FulcrumShedder (Fulcrum's own; docs/developers/cycle.md § "Fulcrum's own strategy")
     fulcrum_min_gain_fraction: float = 0.03
     fulcrum_max_moves_per_cycle: int = 0  # 0: derived from the cluster (half its bundles)
     fulcrum_max_moves_per_hour: int = 0  # 0: no hourly limit

@@ -216,7 +216,7 @@ def _fulcrum_parameter(key: str) -> Parameter:
         round(value * back, 6) if back != 1.0 else value,
         minimum,
         maximum,
-        "Fulcrum, README § FulcrumShedder",
+        "Fulcrum, docs/developers/cycle.md § Fulcrum's own strategy",
     )
 
 
@@ -382,7 +382,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
     StrategyInfo(
         "FulcrumShedder",
         "shedder",
-        "Fulcrum, README § FulcrumShedder",
+        "Fulcrum, docs/developers/cycle.md § Fulcrum's own strategy",
         "moves the bundles with the largest predicted gain (background load unmovable, the "
         "fullest resource decides) above a minimum gain, within a move budget; swaps when no "
         "single move gains; never back within the hour",
@@ -401,7 +401,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
     StrategyInfo(
         "FulcrumPlacement",
         "placement",
-        "Fulcrum, README § FulcrumPlacement",
+        "Fulcrum, docs/developers/cycle.md § Fulcrum's own strategy",
         "the broker with the least predicted usage once the bundle is on it (idle and new "
         "brokers first)",
         True,

@@ -1,4 +1,4 @@
-"""Fulcrum console settings: flat and environment-driven (README "Configuration")."""
+"""Fulcrum console settings: flat and environment-driven (docs/deployers/configuration.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _env_bool(name: str, default: bool) -> bool:
 
 # Demo mode (``make run``, the tests): a development secret key, local hosts and the shared
 # broker token. Anything else is the production profile: DJANGO_SECRET_KEY and
-# DJANGO_ALLOWED_HOSTS are required, and each broker has its own token (README "Production").
+# DJANGO_ALLOWED_HOSTS are required, and each broker has its own token (docs/deployers/at-scale.md).
 FULCRUM_DEMO = _env_bool("FULCRUM_DEMO", False)
 
 

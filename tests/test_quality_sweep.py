@@ -1,7 +1,7 @@
 """A slice of the generated families (tests.benchmarks.scenarios, issue 24 item 2) in every
 ``make test``: Fulcrum's shedder and placement on every family at two sizes, three seeds each
-(seeds it was not tuned on: the README's tables use 0–4), an hour of 5-minute cycles, so that
-no change can tune it to one world.
+(seeds it was not tuned on: the tables of docs/developers/quality.md use 0–4), an hour of
+5-minute cycles, so that no change can tune it to one world.
 
 Held to the issue's goals: max/mean at most 1.05× the per-cycle optimum at the 95th percentile
 (from the third cycle on), a scale-out below CV 0.10 within 2 cycles, no oscillation. One family

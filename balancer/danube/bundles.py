@@ -1,9 +1,10 @@
 """Danube's rankings and rebalancer applied to bundles, the unit the cycle moves.
 
-Danube moves topics; a Pulsar-style cluster assigns bundles. The adaptation (README, deviations):
-each bundle is one of Danube's topics — its short-term msg rate and throughput as the topic's
-rates, its producers and consumers as its connections, no backlog — so that Danube's load score
-(0.2 + 0.3·MB/s + 0.3·connections + 0.2·backlog/10k), its rankings and its CV rule read bundles.
+Danube moves topics; a Pulsar-style cluster assigns bundles. The adaptation
+(docs/developers/cycle.md, deviations): each bundle is one of Danube's topics — its short-term msg
+rate and throughput as the topic's rates, its producers and consumers as its connections, no
+backlog — so that Danube's load score (0.2 + 0.3·MB/s + 0.3·connections + 0.2·backlog/10k), its
+rankings and its CV rule read bundles.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ def fulcrum_least_predicted_usage(
     Returns:
         (chosen broker or None when there are no candidates, score per candidate as a fraction).
 
-    Source: Fulcrum (README § "FulcrumPlacement").
+    Source: Fulcrum (docs/developers/cycle.md § "Fulcrum's own strategy").
     """
     if not candidates:
         return None, {}

@@ -12,7 +12,7 @@ tries a swap (a bundle each way between the hottest and the coolest broker). A b
 alone weighs more than the gap it would close is too big to move: it is named for a split
 instead of being bounced between brokers.
 
-Why this shape (measured on the offline simulator's trace day, see the README's quality table):
+Why this shape (measured on the offline simulator's trace day, see docs/developers/quality.md):
 
 - Background load is unmovable: scoring brokers by their total usage makes a shedder empty a
   broker pinned by its own background, and fill it again a cycle later.
@@ -69,7 +69,8 @@ HOUR: Final = 3600.0
 # sheds in steps of any gain (at least MIN_STEP). Relative to the level, so that the band
 # means the same balance on a cluster at 15 % and at 60 % (an absolute band of 0.75 % held a
 # ×4 scale-out at 1.07× the optimum at 15 %); 2 %: 1 % made the trace day's noise move a
-# quarter more bundles for 0.008× (tests.benchmarks.scenarios and quality, README).
+# quarter more bundles for 0.008× (tests.benchmarks.scenarios and quality,
+# docs/developers/quality.md).
 SETTLE_BAND: Final = 0.02
 # The least gain of a step towards the level, a fraction of the level: below it a move is
 # noise (1 %: the trace day's brokers, noisy, moved half as many bundles again at 0.1 % of usage
@@ -127,7 +128,7 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
     ``pulsar`` and ``safety`` it reads (cool-down, blacklist, hourly limit). ``state`` keeps
     ``left``: bundle -> [[broker it left, when (s)], ...] over the last hour.
 
-    Source: Fulcrum (README § "FulcrumShedder").
+    Source: Fulcrum (docs/developers/cycle.md § "Fulcrum's own strategy").
     """
     pulsar: PulsarConfig = getattr(config, "pulsar", config)
     safety = getattr(config, "safety", None)

@@ -5,10 +5,10 @@
 
 Starts a Redis (``redis-server`` on a free port), a throwaway SQLite database with ``--brokers``
 brokers owning 100 bundles each, and Uvicorn with ``--workers`` processes serving
-``console.asgi:application`` (the production command of the README). Every broker then connects
-(one keep-alive connection each, one after the other, as brokers come up), and for each
-concurrency that many simulator-shaped reports (100 bundle stats, about 21 KB, each broker with
-its own token) are in flight for
+``console.asgi:application`` (the production command of docs/deployers/at-scale.md). Every
+broker then connects (one keep-alive connection each, one after the other, as brokers come up),
+and for each concurrency that many simulator-shaped reports (100 bundle stats, about 21 KB, each
+broker with its own token) are in flight for
 ``--seconds``, the brokers taking turns so that a broker's timestamps only grow. The load
 generator runs in a process of its own; a shedding tick runs every second in this one and is
 timed before the load and during it. Prints reports/s, p50 and p99 latency and errors.

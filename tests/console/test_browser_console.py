@@ -2,7 +2,7 @@
 bundle, an unload with a chosen destination recolours it live in another operator's tab, a split
 previewed then applied), the failure-domain layout (drain previewed, refused for the last serving
 broker), and a viewer who sees no action and is refused by the server. Screenshots of every page
-go to var/screenshots/ (docs/screenshots/ holds the README's copies)."""
+go to var/screenshots/ (docs/screenshots/ holds the copies the docs show)."""
 
 import os
 import re
@@ -115,7 +115,7 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             expect(page.locator("#bundle-map")).to_have_attribute("data-drawn", str(bundles))
             assert page.locator("#bundle-map").get_attribute("data-bundles") == str(bundles)
             page.screenshot(path=str(SHOTS / "bundle-map.png"), full_page=True)
-            # As a person with deuteranopia sees it (Chromium's own simulation), for the README.
+            # As a person with deuteranopia sees it (Chromium's own simulation), for the docs.
             cdp = page.context.new_cdp_session(page)
             cdp.send("Emulation.setEmulatedVisionDeficiency", {"type": "deuteranopia"})
             page.screenshot(path=str(SHOTS / "bundle-map-deuteranopia.png"), full_page=True)
@@ -484,7 +484,7 @@ class TestClusterPagesInBrowser(ChannelsLiveServerTestCase):
             page.click("header nav a:text('Config')")
             page.wait_for_url(f"{self.live_server_url}/config/")
             expect(page.locator(".strategy[data-kind='shedder'] .about")).to_contain_text(
-                "README § FulcrumShedder"
+                "docs/developers/cycle.md § Fulcrum's own strategy"
             )
             page.select_option("select[name=shedder]", "UniformLoadShedder")
             expect(page.locator("#parameters tr[data-key='maxUnloadPercentage']")).to_contain_text(
