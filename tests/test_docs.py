@@ -62,6 +62,7 @@ HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
 HTML_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
 MODULE_RUN = re.compile(r"-m\s+([A-Za-z_][\w.]*)")
 DOTTED = re.compile(rf"^(?:{'|'.join(PACKAGES)})(?:\.\w+)+")
+DOCS_PATH = re.compile(r"\bdocs/[\w./-]+\.(?:md|png)\b")
 SPEC_NAME = re.compile(r"\b([A-Z][A-Z0-9_]*\.md)\b")
 SPEC_SECTION = re.compile(r"\b([A-Z][A-Z0-9_]*\.md)`{0,2}\s*§\s*(\d+(?:\.\d+)*)")
 
@@ -201,13 +202,32 @@ def headings(spec: str) -> tuple[str, ...]:
     return tuple(m.group(2) for m in HEADING.finditer(file.read_text())) if file.is_file() else ()
 
 
-def cited_in_code() -> Iterator[tuple[str, int, str]]:
-    """(file, line, text) of every line in the code and tests that names a spec document."""
+def code_lines(pattern: re.Pattern[str]) -> Iterator[tuple[str, int, str]]:
+    """(file, line number, line) of every line of the code and tests that ``pattern`` finds (this
+    file aside: its paths and names are examples and other repositories', not citations)."""
     for package in PACKAGES:
         for file in sorted((ROOT / package).rglob("*.py")):
+            if file == Path(__file__).resolve():
+                continue
             for number, line in enumerate(file.read_text().splitlines(), 1):
-                if SPEC_NAME.search(line):
+                if pattern.search(line):
                     yield str(file.relative_to(ROOT)), number, line
+
+
+def cited_in_code() -> Iterator[tuple[str, int, str]]:
+    """Every line of the code and tests that names a spec document."""
+    return code_lines(SPEC_NAME)
+
+
+def test_every_docs_page_the_code_cites_exists():
+    """A docstring's `docs/developers/cycle.md § …` leads to a page that is there."""
+    missing = [
+        f"{file}:{number}: {path}"
+        for file, number, line in code_lines(DOCS_PATH)
+        for path in DOCS_PATH.findall(line)
+        if not (ROOT / path).is_file()
+    ]
+    assert not missing, "docs pages the code cites that are not there:\n" + "\n".join(missing)
 
 
 def test_every_spec_document_the_code_cites_is_in_docs_spec():
