@@ -13,7 +13,6 @@ from balancer.cycle import (
     CycleConfig,
     LoadStats,
     Strategies,
-    _place,
     apply_to_owners,
     plan_activate,
     plan_cycle,
@@ -23,6 +22,7 @@ from balancer.cycle import (
     plan_unload,
     predict,
 )
+from balancer.cycle.placement import _place
 from balancer.decisions import METRIC_UNITS, Reason
 from balancer.errors import BalancerError, UnknownStrategy
 from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage
@@ -527,7 +527,7 @@ def test_a_snapshot_document_parses_back_to_the_same_snapshot():
     topics=st.sampled_from([10, 50_000]),
 )
 def test_the_destination_shortcut_decides_as_the_filters(owners, dest, evenly, topics):
-    from balancer.cycle import _DestinationCheck
+    from balancer.cycle.placement import _DestinationCheck
     from balancer.placement.place import filter_candidates
 
     names = [f"t/ns/0x{i:08x}_0x{i + 1:08x}" for i in range(len(owners))]
@@ -632,7 +632,7 @@ def test_explanations_give_the_figures_the_shedder_decided_on():
 
 
 def test_with_anti_affinity_groups_the_destination_runs_the_whole_filter_chain():
-    from balancer.cycle import _DestinationCheck
+    from balancer.cycle.placement import _DestinationCheck
 
     names = {g: f"t/{g}/0x00000000_0xffffffff" for g in ("g0", "g1")}
     bundles = {names["g0"]: BundleLoad(names["g0"], "a"), names["g1"]: BundleLoad(names["g1"], "b")}
@@ -646,7 +646,7 @@ def test_with_anti_affinity_groups_the_destination_runs_the_whole_filter_chain()
 
 
 def test_without_even_distribution_any_serving_destination_passes():
-    from balancer.cycle import _DestinationCheck
+    from balancer.cycle.placement import _DestinationCheck
 
     snap = scenarios.one_hot_broker()
     pulsar = replace(PulsarConfig(), is_distribute_bundles_evenly_enabled=False)

@@ -165,7 +165,7 @@ def test_a_bundle_too_big_to_move_is_not_split_when_it_may_not_be():
     assert (refused.kind, refused.veto) == (ActionKind.SPLIT, Reason.NO_CANDIDATES)
     assert "needs positions" in refused.explanation
     # A split asked for a bundle the cycle moves or does not know is left alone.
-    from balancer.cycle import _strategy_splits
+    from balancer.cycle.splits import _strategy_splits
     from balancer.decisions import SheddingDecision
 
     asked = SheddingDecision((), Reason.BALANCED, splits=(name, "t/ns/gone"), strategy="x")
