@@ -17,7 +17,7 @@ from console.models import Bundle, Namespace
 
 @pytest.fixture
 def small_pages(monkeypatch):
-    monkeypatch.setattr(selectors, "BUNDLE_MAP_PAGE_BUNDLES", 5)
+    monkeypatch.setattr(selectors.bundles, "BUNDLE_MAP_PAGE_BUNDLES", 5)
 
 
 def _bundles(answer: dict) -> set[tuple[str, int]]:
