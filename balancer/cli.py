@@ -20,6 +20,7 @@ from balancer.cycle import plan_cycle
 from balancer.danube.placement import place as danube_place
 from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
+from balancer.names import PlacementName, ShedderName, SplitAlgorithmName
 from balancer.placement.place import place
 from balancer.registry import (
     DANUBE_PLACEMENT,
@@ -210,17 +211,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic")
     p.set_defaults(handler=cmd_lookup, reads_input=True)
     p = sub.add_parser("split", help="where to cut one bundle")
-    p.add_argument("--algorithm", default="range_equally_divide")
+    p.add_argument("--algorithm", default=SplitAlgorithmName.RANGE_EQUALLY_DIVIDE)
     p.set_defaults(handler=cmd_split, reads_input=True)
     p = sub.add_parser("split-check", help="which bundles must be split")
     p.set_defaults(handler=cmd_split_check, reads_input=True)
     p = sub.add_parser("shed", help="which bundles to unload this cycle")
-    p.add_argument("--strategy", default="ThresholdShedder")
+    p.add_argument("--strategy", default=ShedderName.THRESHOLD)
     p.set_defaults(handler=cmd_shed, reads_input=True)
     p = sub.add_parser("cycle", help="one whole shedding cycle, as the console runs it")
     p.set_defaults(handler=cmd_cycle, reads_input=True)
     p = sub.add_parser("place", help="which broker gets one unassigned bundle")
-    p.add_argument("--strategy", default="LeastLongTermMessageRate")
+    p.add_argument("--strategy", default=PlacementName.LEAST_LONG_TERM_MESSAGE_RATE)
     p.set_defaults(handler=cmd_place, reads_input=True)
     for name in ("shed", "place", "split", "split-check", "lookup", "cycle"):
         sub.choices[name].add_argument("--input", dest="sub_input", help=argparse.SUPPRESS)

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from balancer.errors import BalancerError
 from balancer.load import ResourceWeights
+from balancer.names import PlacementName, ShedderName, SplitAlgorithmName
 from balancer.units import MIB
 
 
@@ -97,13 +98,10 @@ class PulsarConfig:
     is_auto_bundle_split_enabled: bool = True
     is_auto_unload_split_bundles_enabled: bool = True
     load_manager_class_name: str = "ModularLoadManagerImpl"
-    shedding_strategy_class: str = "ThresholdShedder"
-    placement_strategy_class: str = "LeastLongTermMessageRate"
-    default_split_algorithm: str = "range_equally_divide"
-    supported_split_algorithms: str = (
-        "range_equally_divide,topic_count_equally_divide,specified_positions_divide,"
-        "flow_or_qps_equally_divide"
-    )
+    shedding_strategy_class: str = ShedderName.THRESHOLD
+    placement_strategy_class: str = PlacementName.LEAST_LONG_TERM_MESSAGE_RATE
+    default_split_algorithm: str = SplitAlgorithmName.RANGE_EQUALLY_DIVIDE
+    supported_split_algorithms: str = ",".join(SplitAlgorithmName)
     topic_bundle_assignment_strategy: str = "ConsistentHashingTopicBundleAssigner"
 
     @property

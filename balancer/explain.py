@@ -3,10 +3,11 @@ the core, so that the console, the CLI and the audit say the same thing."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from balancer.decisions import METRIC_UNITS
+from balancer.names import ShedderName
 from balancer.units import MIB
 
 
@@ -70,46 +71,69 @@ def shedder_figures(strategy: str, broker: str, stats: Mapping[str, Any]) -> str
     mean + σ, and the CV against the threshold; FulcrumShedder: its usage and background
     against the mean.
     """
-    brokers = stats.get("brokers", {})
-    mine = brokers.get(broker)
+    figures = _SHEDDER_FIGURES.get(strategy)
+    if figures is None:
+        return ""
     try:
-        if strategy == "ThresholdShedder":
-            return (
-                f"usage history {percent(mine['history'])} (now {percent(mine['usage'])}) "
-                f"against the mean {percent(stats['avgUsage'])} ± threshold "
-                f"{percent(stats['threshold'])}"
-            )
-        if strategy == "OverloadShedder":
-            return (
-                f"at {percent(mine['usage'])}, above the overload bar "
-                f"{percent(stats['overloadThreshold'])}"
-            )
-        if strategy == "TransferShedder":
-            return (
-                f"load (EMA) {percent(mine)} against the mean {percent(stats['avgUsage'])}; "
-                f"std {percent(stats['std'])} vs target {percent(stats['targetStd'])}"
-            )
-        if strategy == "UniformLoadShedder":
-            return (
-                f"msg rate {msg_per_s(stats['maxMsgRate'])} vs min "
-                f"{msg_per_s(stats['minMsgRate'])} "
-                f"({stats['msgRateDifferencePercent']:.0f} % apart), throughput "
-                f"{bytes_per_s(stats['maxThroughput'])} vs min "
-                f"{bytes_per_s(stats['minThroughput'])}"
-            )
-        if strategy == "AvgShedder":
-            return f"score {stats['scores'][broker]:.1f} % (weighted usage)"
-        if strategy == "FulcrumShedder":
-            return (
-                f"at {percent(mine['usage'])} (background {percent(mine['background'])}) "
-                f"against the mean {percent(stats['avgUsage'])}"
-            )
-        if strategy == "danube":
-            return (
-                f"ranking score {mine['score']} above mean + σ "
-                f"{stats['mean'] + stats['std']:.1f}; "
-                f"CV {stats['cv']:.2f} > {stats['threshold']:.2f}"
-            )
+        return figures(broker, stats.get("brokers", {}).get(broker), stats)
     except (KeyError, TypeError):
         return ""
-    return ""
+
+
+def _threshold(broker: str, mine: Any, stats: Mapping[str, Any]) -> str:
+    return (
+        f"usage history {percent(mine['history'])} (now {percent(mine['usage'])}) "
+        f"against the mean {percent(stats['avgUsage'])} ± threshold "
+        f"{percent(stats['threshold'])}"
+    )
+
+
+def _overload(broker: str, mine: Any, stats: Mapping[str, Any]) -> str:
+    return (
+        f"at {percent(mine['usage'])}, above the overload bar {percent(stats['overloadThreshold'])}"
+    )
+
+
+def _transfer(broker: str, mine: Any, stats: Mapping[str, Any]) -> str:
+    return (
+        f"load (EMA) {percent(mine)} against the mean {percent(stats['avgUsage'])}; "
+        f"std {percent(stats['std'])} vs target {percent(stats['targetStd'])}"
+    )
+
+
+def _uniform(broker: str, mine: Any, stats: Mapping[str, Any]) -> str:
+    return (
+        f"msg rate {msg_per_s(stats['maxMsgRate'])} vs min {msg_per_s(stats['minMsgRate'])} "
+        f"({stats['msgRateDifferencePercent']:.0f} % apart), throughput "
+        f"{bytes_per_s(stats['maxThroughput'])} vs min {bytes_per_s(stats['minThroughput'])}"
+    )
+
+
+def _avg(broker: str, mine: Any, stats: Mapping[str, Any]) -> str:
+    return f"score {stats['scores'][broker]:.1f} % (weighted usage)"
+
+
+def _fulcrum(broker: str, mine: Any, stats: Mapping[str, Any]) -> str:
+    return (
+        f"at {percent(mine['usage'])} (background {percent(mine['background'])}) "
+        f"against the mean {percent(stats['avgUsage'])}"
+    )
+
+
+def _danube(broker: str, mine: Any, stats: Mapping[str, Any]) -> str:
+    return (
+        f"ranking score {mine['score']} above mean + σ {stats['mean'] + stats['std']:.1f}; "
+        f"CV {stats['cv']:.2f} > {stats['threshold']:.2f}"
+    )
+
+
+# Each shedder's figures in words: (broker, its own stats or None, the decision's stats) -> words.
+_SHEDDER_FIGURES: Final[Mapping[str, Callable[[str, Any, Mapping[str, Any]], str]]] = {
+    ShedderName.THRESHOLD: _threshold,
+    ShedderName.OVERLOAD: _overload,
+    ShedderName.TRANSFER: _transfer,
+    ShedderName.UNIFORM_LOAD: _uniform,
+    ShedderName.AVG: _avg,
+    ShedderName.FULCRUM: _fulcrum,
+    ShedderName.DANUBE: _danube,
+}

@@ -14,6 +14,7 @@ from balancer.danube.config import KEYS as DANUBE_KEYS
 from balancer.danube.config import DanubeConfig
 from balancer.decisions import SheddingDecision
 from balancer.errors import BalancerError, UnknownStrategy
+from balancer.names import PlacementName, ShedderName, SplitAlgorithmName
 from balancer.placement.selection import SELECTORS
 from balancer.shedding import avg, fulcrum, overload, threshold, transfer, uniform
 from balancer.snapshot import ClusterSnapshot
@@ -27,18 +28,22 @@ SplitAlgorithm = Callable[
 ]
 
 SHEDDERS: Final[Mapping[str, Shedder]] = {
-    "ThresholdShedder": threshold.shed,
-    "OverloadShedder": overload.shed,
-    "UniformLoadShedder": uniform.shed,
-    "AvgShedder": avg.shed,
-    "TransferShedder": transfer.shed,
-    "danube": rebalance.shed,
-    "FulcrumShedder": fulcrum.shed,
+    ShedderName.THRESHOLD: threshold.shed,
+    ShedderName.OVERLOAD: overload.shed,
+    ShedderName.UNIFORM_LOAD: uniform.shed,
+    ShedderName.AVG: avg.shed,
+    ShedderName.TRANSFER: transfer.shed,
+    ShedderName.DANUBE: rebalance.shed,
+    ShedderName.FULCRUM: fulcrum.shed,
 }
-DANUBE_PLACEMENT: Final[tuple[str, ...]] = ("fair", "balanced", "weighted_load")
+DANUBE_PLACEMENT: Final[tuple[str, ...]] = (
+    PlacementName.DANUBE_FAIR,
+    PlacementName.DANUBE_BALANCED,
+    PlacementName.DANUBE_WEIGHTED_LOAD,
+)
 PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = (*SELECTORS, *DANUBE_PLACEMENT)
 # Danube's strategies read Danube's keys; everything else reads Pulsar's.
-DANUBE_STRATEGIES: Final = frozenset({"danube", *DANUBE_PLACEMENT})
+DANUBE_STRATEGIES: Final = frozenset({ShedderName.DANUBE, *DANUBE_PLACEMENT})
 
 
 def config_class(strategy: str) -> type[PulsarConfig] | type[DanubeConfig]:
@@ -47,10 +52,10 @@ def config_class(strategy: str) -> type[PulsarConfig] | type[DanubeConfig]:
 
 
 SPLIT_ALGORITHMS: Final[Mapping[str, SplitAlgorithm]] = {
-    "range_equally_divide": algorithms.range_equally_divide_split,
-    "topic_count_equally_divide": algorithms.topic_count_equally_divide,
-    "specified_positions_divide": algorithms.specified_positions_divide,
-    "flow_or_qps_equally_divide": algorithms.flow_or_qps_equally_divide,
+    SplitAlgorithmName.RANGE_EQUALLY_DIVIDE: algorithms.range_equally_divide_split,
+    SplitAlgorithmName.TOPIC_COUNT_EQUALLY_DIVIDE: algorithms.topic_count_equally_divide,
+    SplitAlgorithmName.SPECIFIED_POSITIONS_DIVIDE: algorithms.specified_positions_divide,
+    SplitAlgorithmName.FLOW_OR_QPS_EQUALLY_DIVIDE: algorithms.flow_or_qps_equally_divide,
 }
 
 T = TypeVar("T")
@@ -291,7 +296,7 @@ _DANUBE_KEYS: Final = (
 )
 ENTRIES: Final[tuple[StrategyInfo, ...]] = (
     StrategyInfo(
-        "ThresholdShedder",
+        ShedderName.THRESHOLD,
         "shedder",
         "Pulsar ThresholdShedder, PULSAR.md §2",
         "EMA of each broker's weighted max usage; sheds from brokers above mean + threshold",
@@ -306,7 +311,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         ),
     ),
     StrategyInfo(
-        "OverloadShedder",
+        ShedderName.OVERLOAD,
         "shedder",
         "Pulsar OverloadShedder, PULSAR.md §3",
         "sheds from brokers whose max usage is above the overload bar",
@@ -318,7 +323,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         ),
     ),
     StrategyInfo(
-        "UniformLoadShedder",
+        ShedderName.UNIFORM_LOAD,
         "shedder",
         "Pulsar UniformLoadShedder, PULSAR.md §4",
         "evens msg rate (then throughput) between the busiest and the idlest broker",
@@ -334,7 +339,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         ),
     ),
     StrategyInfo(
-        "AvgShedder",
+        ShedderName.AVG,
         "shedder",
         "Pulsar AvgShedder (PIP-364), PULSAR.md §5",
         "pairs the hottest with the coolest brokers after repeated hits; chooses the destination",
@@ -351,7 +356,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         ),
     ),
     StrategyInfo(
-        "TransferShedder",
+        ShedderName.TRANSFER,
         "shedder",
         "Pulsar TransferShedder (extensible load manager), PULSAR.md §6",
         "transfers top bundles from the most to the least loaded brokers while the std of "
@@ -371,7 +376,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         ),
     ),
     StrategyInfo(
-        "danube",
+        ShedderName.DANUBE,
         "shedder",
         "Danube CV rebalancer, DANUBE.md §4–7 (bundles as its topics)",
         "one bundle per cycle from an overloaded broker to the least loaded, when the CV of the "
@@ -380,7 +385,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         _DANUBE_KEYS,
     ),
     StrategyInfo(
-        "FulcrumShedder",
+        ShedderName.FULCRUM,
         "shedder",
         "Fulcrum, docs/developers/cycle.md § Fulcrum's own strategy",
         "moves the bundles with the largest predicted gain (background load unmovable, the "
@@ -399,7 +404,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         ),
     ),
     StrategyInfo(
-        "FulcrumPlacement",
+        PlacementName.FULCRUM,
         "placement",
         "Fulcrum, docs/developers/cycle.md § Fulcrum's own strategy",
         "the broker with the least predicted usage once the bundle is on it (idle and new "
@@ -408,7 +413,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         (*_WEIGHTS, *_FILTERS),
     ),
     StrategyInfo(
-        "LeastLongTermMessageRate",
+        PlacementName.LEAST_LONG_TERM_MESSAGE_RATE,
         "placement",
         "Pulsar LeastLongTermMessageRate, PULSAR.md §7.1",
         "least long-term msg rate of owned + preallocated bundles",
@@ -416,7 +421,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         _FILTERS,
     ),
     StrategyInfo(
-        "LeastResourceUsageWithWeight",
+        PlacementName.LEAST_RESOURCE_USAGE_WITH_WEIGHT,
         "placement",
         "Pulsar LeastResourceUsageWithWeight, PULSAR.md §7.2",
         "brokers at least the margin below the mean weighted usage (EMA)",
@@ -429,7 +434,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         ),
     ),
     StrategyInfo(
-        "AvgShedder",
+        ShedderName.AVG,
         "placement",
         "Pulsar AvgShedder placement, PULSAR.md §5",
         "the broker AvgShedder chose; the cycle honours it as the unload's destination",
@@ -447,10 +452,10 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
             True,
             ("assignment_strategy",),
         )
-        for n in ("fair", "balanced", "weighted_load")
+        for n in DANUBE_PLACEMENT
     ),
     StrategyInfo(
-        "range_equally_divide",
+        SplitAlgorithmName.RANGE_EQUALLY_DIVIDE,
         "split",
         "Pulsar, PULSAR.md §9.2",
         "the midpoint of the bundle's range",
@@ -458,7 +463,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         _SPLIT,
     ),
     StrategyInfo(
-        "specified_positions_divide",
+        SplitAlgorithmName.SPECIFIED_POSITIONS_DIVIDE,
         "split",
         "Pulsar, PULSAR.md §9.2",
         "at the operator's positions",
@@ -466,7 +471,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         (),
     ),
     StrategyInfo(
-        "topic_count_equally_divide",
+        SplitAlgorithmName.TOPIC_COUNT_EQUALLY_DIVIDE,
         "split",
         "Pulsar, PULSAR.md §9.2",
         "halves the bundle's topics (needs its owner's per-topic stats: bundleStats.*.topicStats)",
@@ -474,7 +479,7 @@ ENTRIES: Final[tuple[StrategyInfo, ...]] = (
         (),
     ),
     StrategyInfo(
-        "flow_or_qps_equally_divide",
+        SplitAlgorithmName.FLOW_OR_QPS_EQUALLY_DIVIDE,
         "split",
         "Pulsar, PULSAR.md §9.2",
         "cuts so that no child exceeds the bundle msg-rate or bandwidth limits (needs its "

@@ -12,6 +12,7 @@ from django.db.models import Q
 
 from balancer.bundles import Bundle as BundleValue
 from balancer.bundles import BundleRange
+from balancer.names import PlacementName, ShedderName, SplitAlgorithmName
 from balancer.wire import RATE_KEYS as WIRE_RATE_KEYS
 
 # The rate keys of a bundle's averages, in the live load store's column order.
@@ -216,9 +217,11 @@ class BalancerConfig(models.Model):
     )
     # Fulcrum's own strategies by default (balancer.cycle.Strategies); Pulsar's and Danube's
     # are a choice away in the config editor.
-    shedder = models.CharField(max_length=100, default="FulcrumShedder")
-    placement = models.CharField(max_length=100, default="FulcrumPlacement")
-    split_algorithm = models.CharField(max_length=100, default="range_equally_divide")
+    shedder = models.CharField(max_length=100, default=ShedderName.FULCRUM)
+    placement = models.CharField(max_length=100, default=PlacementName.FULCRUM)
+    split_algorithm = models.CharField(
+        max_length=100, default=SplitAlgorithmName.RANGE_EQUALLY_DIVIDE
+    )
     parameters = models.JSONField(
         default=dict
     )  # Pulsar keys, e.g. {"loadBalancerBrokerThresholdShedderPercentage": 10}

@@ -14,6 +14,7 @@ from balancer.config import PulsarConfig
 from balancer.danube.config import DanubeConfig
 from balancer.decisions import Reason, SheddingDecision
 from balancer.hashing import format_hash
+from balancer.names import PlacementName, ShedderName, SplitAlgorithmName
 from balancer.registry import (
     DANUBE_PLACEMENT,
     console_strategy,
@@ -22,7 +23,9 @@ from balancer.safety import SafetyConfig
 
 # Split algorithms that cut by the bundle's topics: they need its owner's per-topic stats
 # (``ClusterSnapshot.bundle_topics``); the other two need only the bundle's range.
-TOPIC_SPLITS: Final = frozenset({"topic_count_equally_divide", "flow_or_qps_equally_divide"})
+TOPIC_SPLITS: Final = frozenset(
+    {SplitAlgorithmName.TOPIC_COUNT_EQUALLY_DIVIDE, SplitAlgorithmName.FLOW_OR_QPS_EQUALLY_DIVIDE}
+)
 
 
 # A cycle's placements list their candidates' scores and filtered brokers (``Action.candidates``)
@@ -40,16 +43,16 @@ EXPLAINED_BROKERS: Final = 32
 
 # What each placement's score is, for the metric of a place action.
 PLACEMENT_METRICS: Final = {
-    "LeastLongTermMessageRate": "longTermMsgRate",
-    "LeastResourceUsageWithWeight": "weightedUsage",
-    "FulcrumPlacement": "weightedUsage",
+    PlacementName.LEAST_LONG_TERM_MESSAGE_RATE: "longTermMsgRate",
+    PlacementName.LEAST_RESOURCE_USAGE_WITH_WEIGHT: "weightedUsage",
+    PlacementName.FULCRUM: "weightedUsage",
     **dict.fromkeys(DANUBE_PLACEMENT, "rankingScore"),
 }
 
 
 # Shedders that read the whole cycle configuration (safety included), and whose destinations are
 # checked against Pulsar's hard placement filters only (not the even-distribution heuristic).
-FULCRUM_SHEDDERS: Final = frozenset({"FulcrumShedder"})
+FULCRUM_SHEDDERS: Final = frozenset({ShedderName.FULCRUM})
 
 
 class ActionKind(StrEnum):
@@ -65,9 +68,9 @@ class ActionKind(StrEnum):
 class Strategies:
     """The cycle's strategies by registry name (the console's defaults)."""
 
-    shedder: str = "FulcrumShedder"
-    placement: str = "FulcrumPlacement"
-    split_algorithm: str = "range_equally_divide"
+    shedder: str = ShedderName.FULCRUM
+    placement: str = PlacementName.FULCRUM
+    split_algorithm: str = SplitAlgorithmName.RANGE_EQUALLY_DIVIDE
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from balancer.cycle.splits import _auto_splits, _strategy_splits
 from balancer.cycle.vetoes import screen_unloads
 from balancer.danube.bundles import bundle_view
 from balancer.decisions import Reason, SheddingDecision
+from balancer.names import ShedderName
 from balancer.shedding.guarded import shed_guarded
 from balancer.snapshot import ClusterSnapshot
 from balancer.units import Seconds
@@ -66,7 +67,7 @@ def plan_cycle(
     else:
         # Lost brokers have left, as in Pulsar where their registration is gone. Danube reads
         # its topics: the bundles, in the adaptation of balancer.danube.bundles.
-        danube = shedder_name == "danube"
+        danube = shedder_name == ShedderName.DANUBE
         decision = shed_guarded(
             shedder_name,
             bundle_view(snapshot, lost) if danube else snapshot.without_brokers(lost),

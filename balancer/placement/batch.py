@@ -16,6 +16,7 @@ from balancer.bundles import namespace_of_bundle
 from balancer.config import PulsarConfig
 from balancer.decisions import Placement, Reason
 from balancer.errors import InvalidSnapshot
+from balancer.names import PlacementName
 from balancer.placement.place import place
 from balancer.snapshot import ClusterSnapshot
 
@@ -26,7 +27,7 @@ def place_many(
     config: PulsarConfig,
     state: dict[str, Any],
     *,
-    strategy: str = "LeastLongTermMessageRate",
+    strategy: str = PlacementName.LEAST_LONG_TERM_MESSAGE_RATE,
     candidates: Sequence[str] | None = None,
     sources: Mapping[str, str] | None = None,
     explain: bool = False,
@@ -55,7 +56,7 @@ def place_many(
             raise InvalidSnapshot(f"candidate {name!r} is not a broker", field="candidates")
         base[position[name]] = True
     has_groups = any(p.anti_affinity_group for p in snapshot.namespaces.values())
-    if explain or strategy != "LeastLongTermMessageRate" or has_groups:
+    if explain or strategy != PlacementName.LEAST_LONG_TERM_MESSAGE_RATE or has_groups:
         return _one_by_one(snapshot, bundles, config, state, strategy, base, names, sources)
     brokers = list(snapshot.brokers.values())
     active = base & np.asarray([b.is_active for b in brokers], dtype=bool)

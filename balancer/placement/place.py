@@ -8,6 +8,7 @@ from typing import Any
 from balancer.config import PulsarConfig
 from balancer.decisions import Placement, Reason, Rejection
 from balancer.errors import InvalidSnapshot
+from balancer.names import PlacementName
 from balancer.placement import filters
 from balancer.placement.selection import SELECTORS
 from balancer.snapshot import ClusterSnapshot
@@ -19,7 +20,7 @@ def place(
     config: PulsarConfig,
     state: dict[str, Any],
     candidates: Sequence[str] | None = None,
-    strategy: str = "LeastLongTermMessageRate",
+    strategy: str = PlacementName.LEAST_LONG_TERM_MESSAGE_RATE,
 ) -> Placement:
     """Choose the broker for one unassigned bundle.
 

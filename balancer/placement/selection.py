@@ -13,6 +13,7 @@ import numpy as np
 from balancer.bundle_table import RATE_FIELDS
 from balancer.config import PulsarConfig
 from balancer.load_model import LoadModel, bundle_loads
+from balancer.names import PlacementName
 from balancer.placement.preallocated import running_total
 from balancer.snapshot import ClusterSnapshot
 
@@ -221,8 +222,8 @@ def fulcrum_least_predicted_usage(
 
 
 SELECTORS: Final[Mapping[str, Selector]] = {
-    "LeastLongTermMessageRate": least_long_term_message_rate,
-    "LeastResourceUsageWithWeight": least_resource_usage_with_weight,
-    "AvgShedder": avg_shedder_select,
-    "FulcrumPlacement": fulcrum_least_predicted_usage,
+    PlacementName.LEAST_LONG_TERM_MESSAGE_RATE: least_long_term_message_rate,
+    PlacementName.LEAST_RESOURCE_USAGE_WITH_WEIGHT: least_resource_usage_with_weight,
+    PlacementName.AVG: avg_shedder_select,
+    PlacementName.FULCRUM: fulcrum_least_predicted_usage,
 }

@@ -9,11 +9,12 @@ from typing import Any
 from balancer.config import PulsarConfig
 from balancer.decisions import Reason, SheddingDecision, Skip, Unload
 from balancer.load import BundleLoad
+from balancer.names import ShedderName
 from balancer.shedding.common import in_grace_period
 from balancer.shedding.uniform import java_int
 from balancer.snapshot import ClusterSnapshot
 
-NAME = "AvgShedder"
+NAME = ShedderName.AVG
 
 
 def shed(

@@ -54,11 +54,12 @@ from balancer.bundles import namespace_of_bundle
 from balancer.config import PulsarConfig
 from balancer.decisions import Reason, SheddingDecision, Skip, Unload
 from balancer.load_model import LoadModel
+from balancer.names import ShedderName
 from balancer.placement.place import filter_candidates
 from balancer.safety import cool_down_s, matching_pattern
 from balancer.snapshot import ClusterSnapshot
 
-NAME: Final = "FulcrumShedder"
+NAME: Final = ShedderName.FULCRUM
 # The hottest brokers a move may leave, and the coolest it may reach, per step.
 SOURCES: Final = 4
 DESTINATIONS: Final = 4

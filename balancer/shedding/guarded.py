@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from balancer.decisions import Reason, SheddingDecision, Skip
+from balancer.names import ShedderName
 from balancer.placement.filters import should_anti_affinity_unload
 from balancer.registry import get_shedder
 from balancer.snapshot import ClusterSnapshot
@@ -15,7 +16,7 @@ from balancer.snapshot import ClusterSnapshot
 # The modular load manager's shedders; TransferShedder (extensible) keeps anti-affinity bundles
 # out by itself (PULSAR.md §6.5) and Danube has no such guard.
 MODULAR_SHEDDERS: Final = frozenset(
-    {"ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder"}
+    {ShedderName.THRESHOLD, ShedderName.OVERLOAD, ShedderName.UNIFORM_LOAD, ShedderName.AVG}
 )
 
 

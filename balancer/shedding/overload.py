@@ -6,10 +6,11 @@ from typing import Any
 
 from balancer.config import PulsarConfig
 from balancer.decisions import Reason, SheddingDecision, Skip, Unload
+from balancer.names import ShedderName
 from balancer.shedding.common import select_bundles_by_throughput
 from balancer.snapshot import ClusterSnapshot
 
-NAME = "OverloadShedder"
+NAME = ShedderName.OVERLOAD
 ADDITIONAL_THRESHOLD_PERCENT_MARGIN = 0.05
 
 

@@ -6,12 +6,13 @@ from typing import Any
 
 from balancer.config import PulsarConfig
 from balancer.decisions import Reason, SheddingDecision, Skip, Unload
+from balancer.names import ShedderName
 from balancer.shedding.common import select_bundles_by_throughput
 from balancer.snapshot import ClusterSnapshot
 from balancer.stats import imbalance
 from balancer.units import MIB
 
-NAME = "ThresholdShedder"
+NAME = ShedderName.THRESHOLD
 ADDITIONAL_THRESHOLD_PERCENT_MARGIN = 0.05
 LOWER_BOUNDARY_THRESHOLD_MARGIN = 0.5
 

@@ -9,10 +9,11 @@ from typing import Any
 from balancer.config import PulsarConfig
 from balancer.decisions import Reason, SheddingDecision, Skip, Unload
 from balancer.load import BrokerLoad
+from balancer.names import ShedderName
 from balancer.shedding.common import in_grace_period
 from balancer.snapshot import ClusterSnapshot
 
-NAME = "TransferShedder"
+NAME = ShedderName.TRANSFER
 
 
 @dataclass

@@ -8,10 +8,11 @@ from typing import Any
 from balancer.config import PulsarConfig
 from balancer.decisions import Reason, SheddingDecision, Skip, Unload
 from balancer.load import BrokerLoad, BundleLoad
+from balancer.names import ShedderName
 from balancer.shedding.common import in_grace_period
 from balancer.snapshot import ClusterSnapshot
 
-NAME = "UniformLoadShedder"
+NAME = ShedderName.UNIFORM_LOAD
 EPS = 1e-6
 SLACK = 1000  # Pulsar's hard-coded slack, in msg/s or bytes/s alike (apache/pulsar#21905)
 INT_MAX = 2**31 - 1

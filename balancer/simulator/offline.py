@@ -39,6 +39,7 @@ from balancer.load import (
     MessageRates,
     time_average,
 )
+from balancer.names import PlacementName, ShedderName
 from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
 from balancer.simulator.layout import DEMO, Layout
@@ -117,7 +118,7 @@ class OfflineCluster:
         """The cycle's configuration: as given, else the shedder with Pulsar's tunables and no
         cool-down (trace minutes are seconds apart)."""
         return self.cycle_config or CycleConfig(
-            strategies=Strategies(shedder=self.shedder or "ThresholdShedder"),
+            strategies=Strategies(shedder=self.shedder or ShedderName.THRESHOLD),
             pulsar=self.config,
             safety=SafetyConfig(bundle_cool_down_s=0.0),
         )
@@ -201,12 +202,12 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m balancer.simulator.offline", description=__doc__
     )
     parser.add_argument("--minutes", type=int, default=60)
-    parser.add_argument("--shedder", default="ThresholdShedder")
+    parser.add_argument("--shedder", default=ShedderName.THRESHOLD)
     parser.add_argument("--compare", action="store_true", help="also run without shedding")
     parser.add_argument("--traces", type=Path, default=default_traces_dir())
     parser.add_argument("--start-minute", type=int, default=0)
     parser.add_argument("--config", default="{}", help="Pulsar (and Danube) keys as JSON")
-    parser.add_argument("--placement", default="LeastLongTermMessageRate")
+    parser.add_argument("--placement", default=PlacementName.LEAST_LONG_TERM_MESSAGE_RATE)
     parser.add_argument(
         "--ignore-destinations",
         action="store_true",
@@ -218,7 +219,9 @@ def main(argv: list[str] | None = None) -> None:
     runs = [args.shedder] + ([None] if args.compare else [])
     for shedder in runs:
         cycle_config = CycleConfig(
-            strategies=Strategies(shedder=shedder or "ThresholdShedder", placement=args.placement),
+            strategies=Strategies(
+                shedder=shedder or ShedderName.THRESHOLD, placement=args.placement
+            ),
             pulsar=config,
             safety=SafetyConfig(bundle_cool_down_s=0.0),
             is_destination_honoured=not args.ignore_destinations,

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from balancer.names import PlacementName, ShedderName
 from balancer.wire import parse_cycle_config, safety_document
 from console import selectors
 from console.models import BalancerConfig
 
 # The shedders with their Pulsar placement, each with Pulsar's own defaults.
 PULSAR_SHEDDERS: Final = (
-    "OverloadShedder",
-    "UniformLoadShedder",
-    "AvgShedder",
-    "TransferShedder",
+    ShedderName.OVERLOAD,
+    ShedderName.UNIFORM_LOAD,
+    ShedderName.AVG,
+    ShedderName.TRANSFER,
 )
 THRESHOLDS_PERCENT: Final = (5, 10, 15, 20)  # loadBalancerBrokerThresholdShedderPercentage
 FULCRUM_MIN_GAINS_PERCENT: Final = (1, 2, 3, 5)  # fulcrumMinGainPercentage
@@ -57,8 +58,8 @@ def advisor_candidates(config: BalancerConfig | None = None) -> list[dict[str, A
                 {
                     "label": f"FulcrumShedder, min gain {gain} %, {limit}",
                     "changes": {
-                        "shedder": "FulcrumShedder",
-                        "placement": "FulcrumPlacement",
+                        "shedder": ShedderName.FULCRUM,
+                        "placement": PlacementName.FULCRUM,
                         "parameters": {
                             "fulcrumMinGainPercentage": gain,
                             "fulcrumMaxMovesPerHour": hourly,
@@ -71,8 +72,8 @@ def advisor_candidates(config: BalancerConfig | None = None) -> list[dict[str, A
             {
                 "label": f"ThresholdShedder, threshold {threshold} %",
                 "changes": {
-                    "shedder": "ThresholdShedder",
-                    "placement": "LeastLongTermMessageRate",
+                    "shedder": ShedderName.THRESHOLD,
+                    "placement": PlacementName.LEAST_LONG_TERM_MESSAGE_RATE,
                     "parameters": {"loadBalancerBrokerThresholdShedderPercentage": threshold},
                 },
             }
@@ -81,13 +82,16 @@ def advisor_candidates(config: BalancerConfig | None = None) -> list[dict[str, A
         out.append(
             {
                 "label": f"{shedder}, Pulsar's defaults",
-                "changes": {"shedder": shedder, "placement": "LeastLongTermMessageRate"},
+                "changes": {
+                    "shedder": shedder,
+                    "placement": PlacementName.LEAST_LONG_TERM_MESSAGE_RATE,
+                },
             }
         )
     out.append(
         {
             "label": "Danube's rebalancer, balanced assignment",
-            "changes": {"shedder": "danube", "placement": "balanced"},
+            "changes": {"shedder": ShedderName.DANUBE, "placement": PlacementName.DANUBE_BALANCED},
         }
     )
     # A candidate that runs exactly as the current config is left out.

@@ -20,6 +20,7 @@ from django.db.models import Q
 from balancer import bundles as bundle_ops
 from balancer.cycle import Action, ActionKind, CyclePlan
 from balancer.errors import BalancerError
+from balancer.names import SplitAlgorithmName
 from console import loadstore, metrics, realtime, selectors
 from console.models import (
     AuditEvent,
@@ -600,7 +601,7 @@ def _apply_through_pulsar(
 
 
 # Pulsar's split algorithm that takes the cut points as the request's body (PULSAR_ADMIN.md A2).
-SPECIFIED_POSITIONS = "specified_positions_divide"
+SPECIFIED_POSITIONS = SplitAlgorithmName.SPECIFIED_POSITIONS_DIVIDE
 
 
 def _sent_as(move: PulsarMove) -> str:

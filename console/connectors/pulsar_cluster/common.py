@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from balancer.config import PULSAR_KEYS
+from balancer.names import ShedderName, SplitAlgorithmName
 from console.pulsar.observe import EXTENSIBLE_CLASS, KBIT_TO_BYTES, MODULAR_CLASS, version_key
 
 MODULAR: Final = MODULAR_CLASS
@@ -26,11 +27,13 @@ CORES: Final = 8  # LocalBrokerData's cpu: percent of one core summed over the c
 DIRECT_MEMORY_MIB: Final = (64.0, 1024.0)  # (usage, limit): a constant; its weight is 0
 KBIT_PER_BYTE: Final = 1 / KBIT_TO_BYTES  # Pulsar reports bandwidth in kbit/s
 SERVICE_PORT: Final = 6650  # broker i's binary-protocol port is 6650 + i
-ML_SHEDDERS: Final = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder")
-ALL_SPLITS: Final = (
-    "range_equally_divide,topic_count_equally_divide,specified_positions_divide,"
-    "flow_or_qps_equally_divide"
+ML_SHEDDERS: Final = (
+    ShedderName.THRESHOLD,
+    ShedderName.OVERLOAD,
+    ShedderName.UNIFORM_LOAD,
+    ShedderName.AVG,
 )
+ALL_SPLITS: Final = ",".join(SplitAlgorithmName)
 # broker.conf values (Pulsar ServiceConfiguration defaults) and whether E18 may change them.
 # loadManagerClassName is dynamic in Pulsar's code, but switching it at runtime is not supported
 # (the extensible load manager cannot be enabled that way): refused here.
@@ -98,7 +101,7 @@ CONFIG: Final[Mapping[str, tuple[bool | int | float | str, bool]]] = {
     # pulsar_bundle_* in /metrics (ModularLoadManagerImpl.updateLocalBrokerData): off by default.
     "exposeBundlesMetricsInPrometheus": (False, False),
     "supportedNamespaceBundleSplitAlgorithms": (ALL_SPLITS, True),
-    "defaultNamespaceBundleSplitAlgorithm": ("range_equally_divide", True),
+    "defaultNamespaceBundleSplitAlgorithm": (SplitAlgorithmName.RANGE_EQUALLY_DIVIDE, True),
 }
 ALL_BUNDLES_KEY: Final = "loadBalancerMaxNumberOfBundlesInBundleLoadReport"  # -1: all
 _RANGE = re.compile(r"^0x([0-9a-fA-F]{8})_0x([0-9a-fA-F]{8})$")

@@ -17,6 +17,7 @@ from balancer.bundles import BundleRange, bundle_index_for, split_boundaries
 from balancer.config import PulsarConfig
 from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
+from balancer.names import SplitAlgorithmName
 from balancer.registry import get_split_algorithm
 from balancer.splitting.algorithms import TopicLoad
 from console.connectors.pulsar_cluster.common import (
@@ -502,7 +503,7 @@ class PulsarCluster(ClusterState):
             isinstance(p, int) and not isinstance(p, bool) for p in positions
         ):
             return _reason(400, "The split boundaries must be a JSON array of integers")
-        if algorithm == "specified_positions_divide" and not positions:
+        if algorithm == SplitAlgorithmName.SPECIFIED_POSITIONS_DIVIDE and not positions:
             return _reason(
                 412,
                 "With specified_positions_divide split algorithm, splitBoundaries must not be "

@@ -28,6 +28,7 @@ from balancer.load import (
     ResourceUsage,
     time_average,
 )
+from balancer.names import PlacementName, ShedderName
 from balancer.safety import SafetyConfig
 from balancer.simulator.layout import DEMO, BrokerSpec, Layout
 from balancer.simulator.model import BundleMap, background_cpu, broker_report, bundle_stats
@@ -420,18 +421,20 @@ class ClusterState:
         ``loadBalancerLoadSheddingStrategy``; an unknown class falls back to ThresholdShedder,
         logged (Pulsar's ModularLoadManagerImpl keeps its default when the class cannot load)."""
         if self.extensible:
-            return "TransferShedder"
+            return ShedderName.TRANSFER
         name = str(self.effective["loadBalancerLoadSheddingStrategy"]).rsplit(".", 1)[-1]
         if name in ML_SHEDDERS:
             return name
         if name not in self._warned:
             self._warned.add(name)
             log.warning("unknown load shedding strategy %r: using ThresholdShedder", name)
-        return "ThresholdShedder"
+        return ShedderName.THRESHOLD
 
     def _cycle_config(self) -> CycleConfig:
         placement = (
-            "LeastResourceUsageWithWeight" if self.extensible else "LeastLongTermMessageRate"
+            PlacementName.LEAST_RESOURCE_USAGE_WITH_WEIGHT
+            if self.extensible
+            else PlacementName.LEAST_LONG_TERM_MESSAGE_RATE
         )
         return CycleConfig(
             strategies=Strategies(shedder=self._shedder(), placement=placement),
