@@ -252,8 +252,11 @@ class ConfigVersion(models.Model):
         return self.actor.get_username() if self.actor else "—"
 
 
-class TickLock(models.Model):
-    """One row claimed by compare-and-set so that one shedding tick runs at a time cluster-wide."""
+class Lease(models.Model):
+    """A named piece of work that runs once at a time cluster-wide (the shedding tick, a Pulsar
+    pass, the fold, the history's flush and compaction, a report run, the dead-man), held by
+    ``holder`` until ``locked_until``, claimed by compare-and-set (``services.leases``, where
+    every lease's name is)."""
 
     name = models.CharField(max_length=50, unique=True)
     locked_until = models.DateTimeField()

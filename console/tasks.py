@@ -11,7 +11,7 @@ from django.conf import settings
 from console.footprint import heap_trim
 from console.reports.submit import report_run_execute
 from console.selectors import report_runs_running
-from console.services import shedding_tick_run
+from console.services import leases, shedding_tick_run
 from console.services.history import history_compact as history_compact_service
 from console.services.history import history_flush as history_flush_service
 from console.services.history import load_reports_prune
@@ -20,7 +20,6 @@ from console.services.leases import lease_kept
 from console.services.optimality import optimality_measure as optimality_measure_service
 from console.services.pulsar import pulsar_sync_run
 from console.services.reports import report_runs_reap as report_runs_reap_service
-from console.services.shedding import COMPACT_LOCK
 
 T = TypeVar("T")
 
@@ -57,7 +56,7 @@ def load_reports_fold() -> int | None:
     """Fold the live store's new load reports into LoadReport rows (the time series); one fold
     at a time (a stream read twice would be folded twice)."""
     lease = JOB_LEASES_S["console.tasks.load_reports_fold"]
-    return _alone("load-reports-fold", lease, load_reports_fold_service)
+    return _alone(leases.FOLD, lease, load_reports_fold_service)
 
 
 @shared_task(ignore_result=True)
@@ -73,13 +72,13 @@ def history_flush() -> int | None:
             heap_trim()
         return written
 
-    return _alone("history-flush", JOB_LEASES_S["console.tasks.history_flush"], flush)
+    return _alone(leases.FLUSH, JOB_LEASES_S["console.tasks.history_flush"], flush)
 
 
 @shared_task(ignore_result=True)
 def history_compact() -> dict[str, int] | None:
     """Merge the history's small Parquet files, drop partitions past the retention; never while
-    a Spark run reads the history (``COMPACT_LOCK``: a run waits for it, it skips a run)."""
+    a Spark run reads the history (``leases.COMPACT``: a run waits for it, it skips a run)."""
 
     def compact() -> dict[str, int] | None:
         if report_runs_running():
@@ -89,7 +88,7 @@ def history_compact() -> dict[str, int] | None:
         finally:
             heap_trim()
 
-    return _alone(COMPACT_LOCK, JOB_LEASES_S["console.tasks.history_compact"], compact)
+    return _alone(leases.COMPACT, JOB_LEASES_S["console.tasks.history_compact"], compact)
 
 
 @shared_task(ignore_result=True)

@@ -24,9 +24,9 @@ from django.utils import timezone
 
 from console import metrics, realtime
 from console.models import ReportRun
+from console.services import leases
 from console.services.leases import lease_held, lease_kept
-from console.services.reports import REPORT_RUN_LEASE_S, report_run_lease
-from console.services.shedding import COMPACT_LOCK
+from console.services.reports import REPORT_RUN_LEASE_S
 
 JOBS: Final = {
     ReportRun.Kind.REPORT: Path(__file__).with_name("jobs.py"),
@@ -163,7 +163,7 @@ def report_run_execute(run_id: int) -> ReportRun:
     run = ReportRun.objects.get(pk=run_id)
     # Kept while the job runs: a run whose worker dies is marked failed within a minute or
     # two (services.reports.report_runs_reap), not left "running" for half an hour.
-    with lease_kept(report_run_lease(run_id), REPORT_RUN_LEASE_S):
+    with lease_kept(leases.report_run(run_id), REPORT_RUN_LEASE_S):
         return _run(run)
 
 
@@ -176,7 +176,7 @@ def _run(run: ReportRun) -> ReportRun:
         return _finish(run, ReportRun.Status.FAILED, missing, "")
     # Marked running above, so that compaction will not start; one under way is waited for.
     waited = 0
-    while lease_held(COMPACT_LOCK, timezone.now()) and waited < COMPACT_WAIT_S:
+    while lease_held(leases.COMPACT, timezone.now()) and waited < COMPACT_WAIT_S:
         time.sleep(1)
         waited += 1
     try:

@@ -50,11 +50,10 @@ from console.models import AuditEvent, BalancerConfig, ClusterSample, PulsarConn
 from console.pulsar.release import changes_of, restore, restored_said
 from console.services.connections import admin_for, connection_mode_set
 from console.services.errors import ConsoleError
-from console.services.leases import lease_claim, lease_held, lease_renew
+from console.services.leases import DEADMAN, lease_claim, lease_held, lease_renew
 
 log = logging.getLogger(__name__)
 BY: Final = "the dead-man"
-LEASE: Final = "deadman"
 # The loop interval when no balancer configuration is stored yet (BalancerConfig's default), s.
 DEFAULT_LOOP_S: Final = 10.0
 
@@ -76,7 +75,7 @@ def deadman_limit_s() -> float:
 
 def deadman_alive(now: datetime) -> bool:
     """A dead-man holds its lease now (it checked within its lease's time)."""
-    return lease_held(LEASE, now)
+    return lease_held(DEADMAN, now)
 
 
 @dataclass
@@ -122,8 +121,8 @@ def deadman_check(now: datetime, memory: DeadmanMemory) -> str:
 def _lease(now: datetime, memory: DeadmanMemory) -> bool:
     """Hold the dead-man's lease for three checks; False when another dead-man holds it."""
     ttl = 3.0 * settings.FULCRUM_DEADMAN_CHECK_S
-    held = memory.holds_lease and lease_renew(LEASE, memory.token, now, ttl)
-    memory.holds_lease = held or lease_claim(LEASE, memory.token, now, ttl)
+    held = memory.holds_lease and lease_renew(DEADMAN, memory.token, now, ttl)
+    memory.holds_lease = held or lease_claim(DEADMAN, memory.token, now, ttl)
     return memory.holds_lease
 
 

@@ -1,8 +1,9 @@
 """Leases: what must run once at a time, whatever the process or machine (the shedding tick, the
-fold, the history's flush and compaction, a Pulsar pass, the dead-man), claims a named row of
-``TickLock`` until a time, by compare-and-set. ``lease_kept`` holds one while its work runs,
-renewed from a thread, so that each lease can be short: a worker killed mid-work blinds the
-next one for at most its time to live. Light to import (the models only)."""
+fold, the history's flush and compaction, a Pulsar pass, a report run, the dead-man), claims a
+named row of ``Lease`` until a time, by compare-and-set; every lease's name is here.
+``lease_kept`` holds one while its work runs, renewed from a thread, so that each lease can be
+short: a worker killed mid-work blinds the next one for at most its time to live. Light to
+import (the models only)."""
 
 from __future__ import annotations
 
@@ -14,21 +15,37 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import Final
 
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from console.models import TickLock
+from console.models import Lease
 
 log = logging.getLogger(__name__)
+
+# Every lease, by name.
+TICK: Final = "shedding-tick"  # the shedding tick (services.shedding)
+PULSAR_SYNC: Final = "pulsar-sync"  # a Pulsar observation pass and its executor (services.pulsar)
+FOLD: Final = "load-reports-fold"  # the live store's reports into rows (tasks)
+FLUSH: Final = "history-flush"  # the rows into the Parquet history (tasks)
+# Held while the history's files are rewritten: a Spark run waits for it before it reads them.
+COMPACT: Final = "history-compact"
+DEADMAN: Final = "deadman"  # the dead-man's watch (services.deadman)
+REPORT_RUN_PREFIX: Final = "report-run:"
+
+
+def report_run(run_id: int) -> str:
+    """The name of the lease a report run's worker keeps while the run is running."""
+    return f"{REPORT_RUN_PREFIX}{run_id}"
 
 
 def lease_claim(name: str, token: str, now: datetime, ttl_s: float) -> bool:
     """Take the lease ``name`` for ``ttl_s`` seconds when it is free or expired (compare-and-set
     on ``locked_until``); True when ``token`` holds it now."""
-    TickLock.objects.get_or_create(name=name, defaults={"locked_until": now - timedelta(seconds=1)})
+    Lease.objects.get_or_create(name=name, defaults={"locked_until": now - timedelta(seconds=1)})
     return bool(
-        TickLock.objects.filter(name=name, locked_until__lt=now).update(
+        Lease.objects.filter(name=name, locked_until__lt=now).update(
             locked_until=now + timedelta(seconds=ttl_s), holder=token
         )
     )
@@ -38,7 +55,7 @@ def lease_renew(name: str, token: str, now: datetime, ttl_s: float) -> bool:
     """Extend the lease to ``now + ttl_s`` if ``token`` holds it and it has not expired by
     ``now``; False when it was lost (expired, perhaps taken by another tick)."""
     return bool(
-        TickLock.objects.filter(name=name, holder=token, locked_until__gte=now).update(
+        Lease.objects.filter(name=name, holder=token, locked_until__gte=now).update(
             locked_until=now + timedelta(seconds=ttl_s)
         )
     )
@@ -46,18 +63,18 @@ def lease_renew(name: str, token: str, now: datetime, ttl_s: float) -> bool:
 
 def lease_held(name: str, now: datetime) -> bool:
     """Someone holds the lease ``name`` now (it has not expired)."""
-    return TickLock.objects.filter(name=name, locked_until__gte=now).exclude(holder="").exists()
+    return Lease.objects.filter(name=name, locked_until__gte=now).exclude(holder="").exists()
 
 
 def lease_release(name: str, token: str, now: datetime) -> None:
     """Give the lease back, only if ``token`` still holds it."""
-    TickLock.objects.filter(name=name, holder=token).update(
+    Lease.objects.filter(name=name, holder=token).update(
         locked_until=now - timedelta(seconds=1), holder=""
     )
 
 
 def lease_token() -> str:
-    """A holder's name for ``TickLock.holder``: host, process, thread and a unique part."""
+    """A holder's name for ``Lease.holder``: host, process, thread and a unique part."""
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
 
 

@@ -39,7 +39,7 @@ from console.pulsar.observe import (
     observe,
     report_document,
 )
-from console.services import executor
+from console.services import executor, leases
 from console.services.connections import admin_for, token_encrypt
 from console.services.control import AUTO_SPLIT, control_conflict_check, control_take
 from console.services.errors import ConsoleError
@@ -47,7 +47,6 @@ from console.services.ingest import load_reports_ingest
 from console.services.leases import lease_kept
 
 log = logging.getLogger(__name__)
-SYNC_LOCK = "pulsar-sync"
 
 
 def sync_lease_s() -> float:
@@ -390,7 +389,7 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
     if connection is None:
         return None
     now = now or timezone.now()
-    with lease_kept(SYNC_LOCK, sync_lease_s()) as lease:
+    with lease_kept(leases.PULSAR_SYNC, sync_lease_s()) as lease:
         if not lease.held:
             log.info("another Pulsar pass holds the lease; skipped")
             return None

@@ -11,7 +11,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.access import actor_check
-from console.models import AuditEvent, ReportRun, TickLock
+from console.models import AuditEvent, Lease, ReportRun
+from console.services import leases
 from console.services.errors import ConsoleError
 from console.services.leases import lease_held
 
@@ -26,11 +27,6 @@ RUNNING_TIMEOUT_S = 1800.0 + 120.0
 # or restarted mid-run: the task is not taken again once running) and is marked failed by the
 # next reap (every 60 s), instead of blocking its kind and the compaction for RUNNING_TIMEOUT_S.
 REPORT_RUN_LEASE_S: float = settings.FULCRUM_REPORT_RUN_LEASE_S  # 60 s by default
-
-
-def report_run_lease(run_id: int) -> str:
-    """The name of the lease a run's worker keeps while the run is running."""
-    return f"report-run:{run_id}"
 
 
 def report_runs_reap(*, now: Any = None) -> int:
@@ -70,7 +66,7 @@ def report_runs_reap(*, now: Any = None) -> int:
             status=ReportRun.Status.RUNNING,
             started_at__lt=now - timedelta(seconds=REPORT_RUN_LEASE_S),
         ).values_list("pk", flat=True)
-        if not lease_held(report_run_lease(pk), now)
+        if not lease_held(leases.report_run(pk), now)
     ]
     if silent:
         running += ReportRun.objects.filter(pk__in=silent, status=ReportRun.Status.RUNNING).update(
@@ -80,7 +76,7 @@ def report_runs_reap(*, now: Any = None) -> int:
             f"{REPORT_RUN_LEASE_S:.0f} s; request the run again",
         )
     # The leases of ended runs, given back: their rows are not kept.
-    TickLock.objects.filter(name__startswith=report_run_lease(0)[:-1], holder="").delete()
+    Lease.objects.filter(name__startswith=leases.REPORT_RUN_PREFIX, holder="").delete()
     return queued + running
 
 

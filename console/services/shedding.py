@@ -26,15 +26,13 @@ from balancer.snapshot import ClusterSnapshot
 from balancer.wire import snapshot_document
 from console import loadstore, metrics, realtime, selectors
 from console.models import AuditEvent, ClusterSample, Decision
+from console.services import leases
 from console.services.apply import plan_apply
 from console.services.leases import lease_claim, lease_release, lease_renew
 
 log = logging.getLogger(__name__)
-TICK_LOCK = "shedding-tick"
 # The tick's lease (s): planning renews it before applying; a killed worker's runs out this soon.
 TICK_LEASE_S = 6.0
-# Held while the history's files are rewritten: a Spark run waits for it before it reads them.
-COMPACT_LOCK = "history-compact"
 
 
 def _fill_load_after(
@@ -153,10 +151,10 @@ def shedding_tick_run(
     now = now or timezone.now()
     config = selectors.balancer_config_get()
     ttl = lease_ttl_s if lease_ttl_s is not None else TICK_LEASE_S
-    # Who holds the lease, for operators reading TickLock: host, process and a unique token.
+    # Who holds the lease, for operators reading the Lease rows: host, process and a unique token.
     token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
     started = time.monotonic()
-    if not lease_claim(TICK_LOCK, token, now, ttl):
+    if not lease_claim(leases.TICK, token, now, ttl):
         log.info("another shedding tick holds the lease; skipped")
         return None
     try:
@@ -196,7 +194,7 @@ def shedding_tick_run(
         # Renewed at the time the planning took (the clock moved on since ``now``).
         planned_s = time.monotonic() - started
         renewed_at = now + timedelta(seconds=planned_s)
-        if not lease_renew(TICK_LOCK, token, renewed_at, ttl):
+        if not lease_renew(leases.TICK, token, renewed_at, ttl):
             log.warning("the shedding lease expired before the plan was applied; dropped")
             return None
         with transaction.atomic():
@@ -232,4 +230,4 @@ def shedding_tick_run(
         )
         return decision
     finally:
-        lease_release(TICK_LOCK, token, now)
+        lease_release(leases.TICK, token, now)

@@ -192,7 +192,7 @@ def test_one_dead_man_acts_at_a_time_and_its_lease_is_its_heartbeat(pulsar_world
 def test_without_the_database_pulsar_is_restored_from_memory_and_recorded_later(
     pulsar_world, settings, monkeypatch
 ):
-    from console.models import AuditEvent, ClusterSample, PulsarConnection, TickLock
+    from console.models import AuditEvent, ClusterSample, Lease, PulsarConnection
 
     settings.FULCRUM_DEADMAN_S = 20
     settings.FULCRUM_DEADMAN_WITHOUT_DATABASE = True
@@ -209,7 +209,7 @@ def test_without_the_database_pulsar_is_restored_from_memory_and_recorded_later(
         def __getattr__(self, name):
             raise OperationalError("could not connect to server: Connection refused")
 
-    for model in (PulsarConnection, ClusterSample, AuditEvent, TickLock):
+    for model in (PulsarConnection, ClusterSample, AuditEvent, Lease):
         monkeypatch.setattr(model, "objects", Unreachable())
     said = deadman_check(start + timedelta(seconds=15), memory)
     assert said.startswith("database unreadable; demo's loop silent for 15 s")

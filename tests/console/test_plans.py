@@ -18,11 +18,11 @@ from balancer.cli import main as cli
 from balancer.wire import safety_document, snapshot_document
 from console import loadstore, selectors
 from console.access import OPERATORS_GROUP
-from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision, ReportRun, TickLock
+from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision, Lease, ReportRun
 from console.services import shedding_tick_run
 from console.services.errors import ConsoleError
+from console.services.leases import TICK as TICK_LOCK
 from console.services.leases import lease_claim
-from console.services.shedding import TICK_LOCK
 from tests.conftest import bundle_load, ingest, report
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -170,7 +170,7 @@ def test_a_killed_ticks_lease_expires_after_one_interval(cluster):
 
     assert lease_claim(TICK_LOCK, "holder", NOW + timedelta(seconds=30), 10)
     lease_release(TICK_LOCK, "stranger", NOW + timedelta(seconds=31))
-    assert TickLock.objects.get(name=TICK_LOCK).holder == "holder"
+    assert Lease.objects.get(name=TICK_LOCK).holder == "holder"
     # A holder renews only while its lease is valid: once expired, it has lost it.
     from console.services.leases import lease_renew
 
@@ -280,9 +280,9 @@ def test_a_refused_configuration_never_stops_the_loop(cluster, field, value):
 
 def test_one_report_run_at_a_time_and_dead_runs_are_failed(cluster, operator, settings):
     from console.services.leases import lease_claim
+    from console.services.leases import report_run as report_run_lease
     from console.services.reports import (
         REPORT_RUN_LEASE_S,
-        report_run_lease,
         report_run_request,
         report_runs_reap,
     )
@@ -337,7 +337,7 @@ LOADS = st.lists(st.tuples(st.integers(0, 100), st.integers(0, 400)), min_size=3
 def test_the_console_tick_and_the_cli_cycle_agree(cluster, owners, loads, shedder, silent):
     Decision.objects.all().delete()
     ClusterSample.objects.all().delete()
-    TickLock.objects.all().delete()  # the previous example's last tick was 30 s later
+    Lease.objects.all().delete()  # the previous example's last tick was 30 s later
     loadstore.clear()  # and its reports, at the same times
     config = selectors.balancer_config_get()
     config.shedder, config.state = shedder, {}

@@ -835,8 +835,9 @@ def test_one_pass_at_a_time_and_control_only_of_the_attached_cluster(pulsar, adm
     from console.models import PulsarConnection
     from console.services.control import control_take
     from console.services.errors import ConsoleError
+    from console.services.leases import PULSAR_SYNC as SYNC_LOCK
     from console.services.leases import lease_claim, lease_release
-    from console.services.pulsar import SYNC_LOCK, sync_lease_s
+    from console.services.pulsar import sync_lease_s
 
     assert lease_claim(SYNC_LOCK, "other", timezone.now(), sync_lease_s())
     assert pulsar.sync() is None  # another pass holds the lease

@@ -377,9 +377,10 @@ def test_a_running_job_keeps_its_lease_and_gives_it_back(cluster, tmp_path, sett
 
     from django.utils import timezone
 
-    from console.models import TickLock
+    from console.models import Lease
     from console.services.leases import lease_held
-    from console.services.reports import report_run_lease, report_runs_reap
+    from console.services.leases import report_run as report_run_lease
+    from console.services.reports import report_runs_reap
 
     seed_history()
     settings.FULCRUM_HISTORY_DIR = tmp_path / "history"
@@ -406,7 +407,7 @@ def test_a_running_job_keeps_its_lease_and_gives_it_back(cluster, tmp_path, sett
     assert ended[0].reason == "the job wrote no summary"
     assert not lease_held(report_run_lease(run.pk), timezone.now())
     report_runs_reap()
-    assert not TickLock.objects.filter(name=report_run_lease(run.pk)).exists()
+    assert not Lease.objects.filter(name=report_run_lease(run.pk)).exists()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -417,9 +418,9 @@ def test_a_run_whose_worker_died_is_failed_at_the_next_reap_and_frees_its_kind(c
     from django.utils import timezone
 
     from console.services.leases import lease_claim
+    from console.services.leases import report_run as report_run_lease
     from console.services.reports import (
         REPORT_RUN_LEASE_S,
-        report_run_lease,
         report_run_request,
         report_runs_reap,
     )
