@@ -197,8 +197,10 @@ def memory_mb(pids: Sequence[int]) -> tuple[float, float]:
 
 
 def cpu_seconds(pids: Sequence[int]) -> float:
-    """CPU seconds (user + system) used so far by ``pids`` (``/proc/<pid>/stat``, fields 14
-    and 15 in clock ticks); a process gone counts 0."""
+    """CPU seconds (user + system) used so far by ``pids`` and by their children that ended
+    and were waited for (``/proc/<pid>/stat`` fields 14-17: utime, stime, cutime, cstime, in
+    clock ticks): over a process tree, a worker or backend that exits between two readings is
+    still counted, in its parent's. A process gone counts 0."""
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0.0
     for pid in pids:
@@ -206,7 +208,7 @@ def cpu_seconds(pids: Sequence[int]) -> float:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime after "state"
+        total += sum(int(f) for f in fields[11:15]) / ticks  # fields 14-17, after "state" (3)
     return total
 
 
