@@ -622,3 +622,49 @@ def test_a_get_whose_connection_broke_before_an_answer_is_sent_once_more_and_not
         admin.unload("public/default/0x00000000_0x40000000")
     assert unload.value.reason.startswith("ReadError")
     assert fake.requests == []  # never sent again
+
+
+def test_a_pass_keeps_one_connection_to_each_broker_however_many():
+    """30 brokers on their own ports, each called twice in turn as a pass does (its owned
+    bundles, then its load report): 30 connections in all. httpx keeps 20 by default, so past 20
+    brokers every call opened a new one (``KEPT_CONNECTIONS``)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    accepted = []
+
+    class Answer(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as Pulsar's Jetty
+
+        def do_GET(self):
+            body = b"[]"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    class Counting(ThreadingHTTPServer):
+        daemon_threads = True
+
+        def get_request(self):
+            accepted.append(self.server_address[1])
+            return super().get_request()
+
+    servers = [Counting(("127.0.0.1", 0), Answer) for _ in range(30)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    brokers = [f"127.0.0.1:{s.server_address[1]}" for s in servers]
+    try:
+        with PulsarAdmin(f"http://{brokers[0]}", token=TOKEN) as admin:
+            for _ in range(2):
+                for broker in brokers:
+                    admin.request("GET", "/admin/v2/clusters", broker=broker)
+        assert len(accepted) == 30, f"{len(accepted)} connections for 60 calls to 30 brokers"
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
