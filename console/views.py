@@ -266,15 +266,30 @@ def broker(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
+# Actions a page of a decision shows (a drain plans one unload and one placement a bundle).
+DECISION_ACTIONS_PAGE = 100
+
+
 @login_required
 def decision(request: HttpRequest, pk: int) -> HttpResponse:
     """One decision explained: the brokers' usage before it, predicted and observed after, the
-    rule that fired with its figures, every action with its veto, the shedder's skips."""
+    rule that fired with its figures, every action with its veto (100 a page: ``?page=``), the
+    shedder's skips."""
     row = get_object_or_404(Decision, pk=pk)
+    explained = selectors.decision_explained(row)
+    actions = Paginator(explained["actions"], DECISION_ACTIONS_PAGE).get_page(
+        request.GET.get("page")
+    )
     return render(
         request,
         "console/decision.html",
-        {"decision": row, "explained": selectors.decision_explained(row)},
+        {
+            "decision": row,
+            "explained": explained,
+            "actions": actions,
+            # What the chart draws: not the actions (a drain or a start has thousands).
+            "chart": {"brokers": explained["brokers"], "before": explained["before"]},
+        },
     )
 
 

@@ -9,6 +9,7 @@ import re
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from console import selectors
@@ -132,3 +133,42 @@ def test_a_brokers_and_a_namespaces_bundle_tables_are_paged(cluster, viewer, mon
     ]
     assert listed(first) + listed(second) == lowers
     assert "bundles 4–4 of 4; page 2 of 2" in second
+
+
+def test_a_decisions_actions_are_paged_and_its_chart_gets_no_action(cluster, viewer):
+    """A drain or a start plans thousands of actions: the decision page shows 100 a page,
+    numbered in the plan's order, and the chart's data carries the brokers, not the actions."""
+    from console.models import Decision
+
+    actions = [
+        {
+            "kind": "unload",
+            "bundle": f"acme/orders/0x{i:08x}_0x{i + 1:08x}",
+            "source": "broker-1",
+            "destination": "broker-2",
+            "outcome": "planned",
+            "explanation": f"move number {i + 1}",
+        }
+        for i in range(250)
+    ]
+    decision = Decision.objects.create(
+        at=timezone.now(),
+        kind=Decision.Kind.OPERATOR,
+        strategy="Operator",
+        reason="Operator",
+        summary="250 unload(s)",
+        details={"actions": actions},
+    )
+    client = Client()
+    client.force_login(viewer)
+    first = client.get(f"/decisions/{decision.pk}/").content.decode()
+    last = client.get(f"/decisions/{decision.pk}/?page=3").content.decode()
+    rows = lambda html: re.findall(r"move number (\d+)", html.split('id="actions"')[1])  # noqa: E731
+    assert rows(first) == [str(n) for n in range(1, 101)]
+    assert rows(last) == [str(n) for n in range(201, 251)]
+    assert "<td>201</td>" in last
+    assert "actions 201–250 of 250; page 3 of 3" in last
+    assert "250 in all, 100 a page" in first
+    chart = first.split('id="decision-data" type="application/json">')[1].split("</script>")[0]
+    assert "move number" not in chart
+    assert '"brokers"' in chart
