@@ -79,12 +79,6 @@ class PulsarAdminError(Exception):
         self.reached = reached
 
 
-# Connections kept open between calls, over every broker: a pass calls each broker at least
-# twice (its owned bundles, its load report). httpx keeps 20 by default, so over 200 brokers
-# nearly every call opened a new connection (a profile of the pass: 10 % of its samples in
-# connecting and closing, 28 % waiting on the connection pool's lock).
-KEPT_CONNECTIONS: Final = 1024
-
 # httpx errors raised before a request was written: nothing reached a broker.
 NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.InvalidURL)
 # A connection that broke before any answer came back (most often a kept-alive one the server
@@ -248,9 +242,6 @@ class PulsarAdmin:
         self._client = httpx.Client(
             headers={"Accept": "application/json"},
             follow_redirects=False,
-            limits=httpx.Limits(
-                max_connections=KEPT_CONNECTIONS, max_keepalive_connections=KEPT_CONNECTIONS
-            ),
             transport=transport,
             timeout=read_timeout_s,
             verify=self.verify,
