@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-SCRIPT = Path(__file__).resolve().parents[2] / "static" / "console" / "fulcrum.js"
+SCRIPT = Path(__file__).resolve().parents[2] / "static" / "console" / "pages" / "bundle-map.js"
 # Machado et al. (2009), deuteranopia at severity 1.0, on linear RGB.
 DEUTERANOPIA = np.array(
     [
@@ -38,7 +38,7 @@ def _lab(linear: np.ndarray) -> np.ndarray:
 
 def palette() -> list[str]:
     found = re.search(r"const PALETTE = \[([^\]]*)\]", SCRIPT.read_text())
-    assert found, "fulcrum.js defines PALETTE"
+    assert found, "bundle-map.js defines PALETTE"
     return re.findall(r'"(#[0-9A-Fa-f]{6})"', found.group(1))
 
 

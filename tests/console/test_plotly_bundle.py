@@ -1,6 +1,6 @@
 """The console's partial Plotly bundle (static/vendor/plotly-fulcrum.min.js, built by `make plotly`
 from js/plotly-fulcrum.js): the Python plotly package's plotly.js version, every trace type
-static/console/fulcrum.js draws and no other, served gzipped under 600 kB."""
+the console's modules (static/console/**/*.js) draw and no other, served gzipped under 600 kB."""
 
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ from console import views
 ROOT = Path(settings.BASE_DIR)
 BUNDLE = ROOT / "static" / "vendor" / "plotly-fulcrum.min.js"
 ENTRY = ROOT / "js" / "plotly-fulcrum.js"
-FULCRUM_JS = ROOT / "static" / "console" / "fulcrum.js"
+# The console's ES modules: shared/ and one per page under pages/.
+CONSOLE_JS = ROOT / "static" / "console"
 
 # Keys that carry a trace's data: an object literal with one of them is a trace (an axis
 # {type: "date"}, a shape {type: "line", xref, x0...} or a feed item {type: "quiet"} has none).
 TRACE_DATA_KEYS = {"x", "y", "z", "labels", "values", "ids", "parents", "lat", "lon", "r", "theta"}
-# The Plotly calls the scan understands: their traces are object literals in fulcrum.js (restyle,
+# The Plotly calls the scan understands: their traces are object literals in a module (restyle,
 # update or addTraces could set a type another way: the scan would need to read them).
 PLOTLY_CALLS = {"newPlot", "react", "extendTraces", "relayout"}
 
@@ -42,7 +43,7 @@ def bundled_traces(text: str) -> set[str]:
     return set(names)
 
 
-# A small JavaScript tokenizer: enough to find object literals and their keys in fulcrum.js.
+# A small JavaScript tokenizer: enough to find object literals and their keys in the modules.
 TOKEN = re.compile(
     r"""(?P<space>\s+)|(?P<comment>//[^\n]*|/\*[\s\S]*?\*/)
     |(?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')|(?P<template>`)
@@ -52,7 +53,7 @@ TOKEN = re.compile(
 REGEX_AFTER = set("(,=:[!&|?{};+-*%<>~^") | {"return", "typeof", "=>", None}
 
 
-def tokens(source: str) -> list[tuple[str, str, int]]:
+def tokens(source: str, name: str = "the script") -> list[tuple[str, str, int]]:
     """(kind, text, line) of every token but spaces and comments. A template literal is one
     "template" token whose ${...} parts are tokenized in place; a regular expression one
     "regex" token (a / where an operand starts)."""
@@ -76,7 +77,7 @@ def tokens(source: str) -> list[tuple[str, str, int]]:
                 i = match.end()
                 continue
         match = TOKEN.match(source, i)
-        assert match, f"fulcrum.js line {line()}: the scan cannot read {source[i : i + 20]!r}"
+        assert match, f"{name} line {line()}: the scan cannot read {source[i : i + 20]!r}"
         kind = match.lastgroup or ""
         if kind == "template":
             i = template_rest(source, match.end(), templates, depth, out, line())
@@ -143,15 +144,15 @@ def object_literals(toks: list[tuple[str, str, int]]):
                 yield props, line
 
 
-def drawn_trace_types(source: str) -> set[str]:
-    """The trace types fulcrum.js draws: each object literal with a data key is a trace, of its
+def drawn_trace_types(source: str, name: str = "the script") -> set[str]:
+    """The trace types a module draws: each object literal with a data key is a trace, of its
     "type" (a literal, every literal a computed one can take, or a name's const/let initialiser)
     or scatter, Plotly's default."""
-    toks = tokens(source)
+    toks = tokens(source, name)
     objects = list(object_literals(toks))
     # Every `type:` in the source is a property of an object the scan read.
     typed = sum(1 for props, _ in objects if "type" in props)
-    assert typed == len(re.findall(r"\btype\s*:", code_of(toks))), "the scan missed one"
+    assert typed == len(re.findall(r"\btype\s*:", code_of(toks))), f"{name}: the scan missed one"
     drawn: set[str] = set()
     for props, line in objects:
         if not TRACE_DATA_KEYS & props.keys():
@@ -163,7 +164,7 @@ def drawn_trace_types(source: str) -> set[str]:
         literals = [t[1].strip("\"'") for t in value if t[0] == "string"]
         if not literals and len(value) == 1 and value[0][0] == "name":
             literals = initialiser_literals(toks, value[0][1])
-        assert literals, f"fulcrum.js line {line}: a trace whose type the scan cannot tell"
+        assert literals, f"{name} line {line}: a trace whose type the scan cannot tell"
         drawn.update(literals)
     return drawn
 
@@ -202,13 +203,17 @@ def test_the_bundle_is_the_python_plotly_packages_plotly_js_version():
     assert lock["packages"]["node_modules/plotly.js"]["version"] == expected
 
 
-def test_the_bundle_registers_every_trace_type_fulcrum_js_draws_and_no_other():
-    source = FULCRUM_JS.read_text(encoding="utf-8")
-    assert set(re.findall(r"\bPlotly\.(\w+)", source)) <= PLOTLY_CALLS
-    # Every chart is drawn by fulcrum.js: no template calls Plotly itself.
+def test_the_bundle_registers_every_trace_type_the_console_draws_and_no_other():
+    modules = sorted(CONSOLE_JS.rglob("*.js"))
+    assert len(modules) > 1, f"no module under {CONSOLE_JS}"
+    drawn: set[str] = set()
+    for module in modules:
+        source = module.read_text(encoding="utf-8")
+        assert set(re.findall(r"\bPlotly\.(\w+)", source)) <= PLOTLY_CALLS, module
+        drawn |= drawn_trace_types(source, str(module.relative_to(ROOT)))
+    # Every chart is drawn by the modules: no template calls Plotly itself.
     for template in (ROOT / "templates").rglob("*.html"):
         assert "Plotly." not in template.read_text(encoding="utf-8"), template
-    drawn = drawn_trace_types(source)
     bundled = bundled_traces(bundle_text())
     assert drawn <= bundled, f"not in the bundle: {sorted(drawn - bundled)} (js/plotly-fulcrum.js)"
     # plotly.js's core registers scatter whatever the entry says; nothing else unused.

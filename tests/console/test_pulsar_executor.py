@@ -570,7 +570,7 @@ def test_the_pulsar_page_and_its_api_refuse_bad_input_by_field_and_role(
     client.force_login(viewer)
     page = client.get("/pulsar/")
     assert page.status_code == 200
-    assert b"Fulcrum.pulsar(" in page.content
+    assert b'import {pulsar} from "/static/console/pages/pulsar.js"' in page.content
     status = client.get("/api/pulsar/").json()
     (shown,) = status["connections"]
     assert (shown["name"], shown["mode"], shown["token"]) == ("c1", "observe", "stored, encrypted")
