@@ -30,8 +30,9 @@ from console.models import AuditEvent, Broker, Bundle, Decision, Namespace, Repo
 from console.services.config import config_values
 from console.services.errors import ConsoleError
 
-# The console's Plotly: plotly.js's core with only the trace types fulcrum.js draws (scatter, bar,
-# treemap), built by `make plotly` from js/plotly-fulcrum.js and committed.
+# The console's Plotly: plotly.js's core with only the trace types the console's modules
+# (static/console/) draw (scatter, bar, treemap), built by `make plotly` from js/plotly-fulcrum.js
+# and committed.
 PLOTLY_BUNDLE = settings.BASE_DIR / "static" / "vendor" / "plotly-fulcrum.min.js"
 
 

@@ -1,8 +1,8 @@
 // Fulcrum's partial Plotly bundle: plotly.js's core (which registers scatter and the layout
-// components: shapes, images, legend, hover, grid...) plus exactly the other trace types
-// static/console/fulcrum.js draws. plotly.js's documented way to pick modules: require
+// components: shapes, images, legend, hover, grid...) plus exactly the other trace types the
+// console's modules (static/console/) draw. plotly.js's documented way to pick modules: require
 // 'plotly.js/lib/core', then Plotly.register the trace modules you need (README, "Modules").
-// Built by `make plotly` into static/vendor/plotly-fulcrum.min.js; a trace type fulcrum.js
+// Built by `make plotly` into static/vendor/plotly-fulcrum.min.js; a trace type a module
 // starts drawing must be added here (tests/console/test_plotly_bundle.py checks).
 'use strict';
 
