@@ -289,7 +289,11 @@ def decision(request: HttpRequest, pk: int) -> HttpResponse:
             "explained": explained,
             "actions": actions,
             # What the chart draws: not the actions (a drain or a start has thousands).
-            "chart": {"brokers": explained["brokers"], "before": explained["before"]},
+            "chart": {
+                "brokers": explained["brokers"],
+                "before": explained["before"],
+                "after": explained["after"],
+            },
         },
     )
 
