@@ -248,7 +248,7 @@ def _lease_held(database: Path, name: str) -> bool:
     with sqlite3.connect(database) as db:
         try:
             row = db.execute(
-                "select holder, locked_until from console_ticklock where name = ?", (name,)
+                "select holder, locked_until from console_lease where name = ?", (name,)
             ).fetchone()
         except sqlite3.OperationalError:
             return False

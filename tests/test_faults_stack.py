@@ -203,7 +203,7 @@ def _fault(
 def _database_said(database: Path) -> str:
     """The leases and the newest cluster samples, for a failure's message."""
     with sqlite3.connect(database) as db:
-        leases = db.execute("select name, holder, locked_until from console_ticklock").fetchall()
+        leases = db.execute("select name, holder, locked_until from console_lease").fetchall()
         samples = db.execute(
             "select at from console_clustersample order by at desc limit 3"
         ).fetchall()

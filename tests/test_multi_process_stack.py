@@ -88,7 +88,7 @@ class Database:
     def lease(self, name: str) -> str | None:
         """The holder of lease ``name`` while it is held (``host:pid:token``), else None."""
         found = self.rows(
-            "select holder from console_ticklock where name = %s and locked_until > now()", name
+            "select holder from console_lease where name = %s and locked_until > now()", name
         )
         return found[0][0] if found and found[0][0] else None
 
