@@ -64,3 +64,21 @@ def login(browser: Any, base: str, user: str, password: str, width: int = 1400) 
     page.click("button[type=submit]")
     page.wait_for_url(f"{base}/")
     return page
+
+
+def fold_reports() -> None:
+    """The batch that folds load reports into the history and publishes the new rankings, in its
+    own thread as a worker would (Playwright's sync API runs an event loop in the test's)."""
+    import threading
+
+    from django.db import connection
+
+    from console.services.ingest import load_reports_fold
+
+    def fold() -> None:
+        load_reports_fold()
+        connection.close()
+
+    worker = threading.Thread(target=fold)
+    worker.start()
+    worker.join()

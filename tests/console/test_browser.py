@@ -13,7 +13,7 @@ from django.contrib.auth.models import Group, User
 from console.access import OPERATORS_GROUP
 from console.models import Broker, Bundle
 from console.services.seed import cluster_seed
-from tests.browser import CHROMIUM, LAUNCH_ARGS
+from tests.browser import CHROMIUM, LAUNCH_ARGS, fold_reports
 from tests.conftest import SMALL, report
 
 
@@ -39,21 +39,7 @@ class TestConsoleInBrowser(ChannelsLiveServerTestCase):
             timeout=10,
         )
         assert response.status_code == 201, response.text
-        # The batch that folds reports into the history publishes the new rankings (in its
-        # own thread, as a worker would: Playwright runs an event loop in this one).
-        import threading
-
-        from django.db import connection
-
-        from console.services.ingest import load_reports_fold
-
-        def fold():
-            load_reports_fold()
-            connection.close()
-
-        worker = threading.Thread(target=fold)
-        worker.start()
-        worker.join()
+        fold_reports()  # the batch that folds them publishes the new rankings
 
     def test_login_live_rankings_unload_and_audit(self):
         from playwright.sync_api import expect, sync_playwright

@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from balancer.simulator.layout import BrokerSpec, Layout
 from console.models import Broker
 from console.services.seed import cluster_seed
-from tests.browser import CHROMIUM, LAUNCH_ARGS, login
+from tests.browser import CHROMIUM, LAUNCH_ARGS, fold_reports, login
 from tests.conftest import report
 
 SHOTS = settings.VAR_DIR / "screenshots"
@@ -28,24 +28,6 @@ MANY = Layout(
     namespaces=("acme/orders",),
     bundles_per_namespace=4,
 )
-
-
-def fold_reports():
-    """The batch that folds reports into the history and publishes the new rankings, in its own
-    thread as a worker would (Playwright runs an event loop in this one)."""
-    import threading
-
-    from django.db import connection
-
-    from console.services.ingest import load_reports_fold
-
-    def fold():
-        load_reports_fold()
-        connection.close()
-
-    worker = threading.Thread(target=fold)
-    worker.start()
-    worker.join()
 
 
 @pytest.mark.browser
