@@ -27,6 +27,20 @@ and the action records that.
 
 from __future__ import annotations
 
+from balancer.cycle.apply import (
+    LEFT,
+    Applied,
+    Change,
+    Left,
+    Move,
+    OwnersSink,
+    Refused,
+    Sink,
+    StalePlan,
+    Verdict,
+    apply_plan,
+    apply_to_owners,
+)
 from balancer.cycle.life import broker_life
 from balancer.cycle.model import (
     EXPLAINED_BROKERS,
@@ -45,7 +59,6 @@ from balancer.cycle.model import (
     Strategies,
 )
 from balancer.cycle.operator_plans import (
-    apply_to_owners,
     plan_activate,
     plan_drain,
     plan_placement,
@@ -63,16 +76,27 @@ __all__ = [
     "EXPLAINED_BROKERS_TOTAL",
     "EXPLAINED_PLACEMENTS",
     "FULCRUM_SHEDDERS",
+    "LEFT",
     "PLACEMENT_METRICS",
     "TOPIC_SPLITS",
     "Action",
     "ActionKind",
+    "Applied",
     "Candidate",
+    "Change",
     "CycleConfig",
     "CyclePlan",
+    "Left",
     "LoadStats",
     "Metric",
+    "Move",
+    "OwnersSink",
+    "Refused",
+    "Sink",
+    "StalePlan",
     "Strategies",
+    "Verdict",
+    "apply_plan",
     "apply_to_owners",
     "broker_life",
     "plan_activate",

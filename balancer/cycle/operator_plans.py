@@ -324,32 +324,6 @@ def plan_activate(snapshot: ClusterSnapshot, config: CycleConfig, broker: str) -
     return _operator_plan(snapshot, config, {}, [change], after, serving)
 
 
-def apply_to_owners(
-    plan: CyclePlan,
-    owners: dict[str, str | None],
-    recently_unloaded: dict[str, Seconds],
-    now: Seconds,
-) -> int:
-    """Apply a plan's planned unloads and placements to an in-memory ownership map (the offline
-    simulator's and the benchmark's metadata store); returns the number of unloads applied.
-    An action whose bundle is not owned as the plan expects is skipped, never applied twice."""
-    moved = 0
-    for action in plan.planned():
-        if action.kind == ActionKind.UNLOAD:
-            if owners.get(action.target) != action.source:
-                continue
-            owners[action.target] = None
-            recently_unloaded[action.target] = now
-            moved += 1
-        elif (
-            action.kind == ActionKind.PLACE
-            and action.destination is not None
-            and owners.get(action.target) is None
-        ):
-            owners[action.target] = action.destination
-    return moved
-
-
 def plan_placement(
     snapshot: ClusterSnapshot,
     config: CycleConfig,

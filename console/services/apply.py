@@ -1,9 +1,11 @@
 """Applying a plan: the one place that writes owners, splits and broker states, the Decision that
-stores the plan whole, and one AuditEvent per applied action.
+stores the plan whole, and one AuditEvent per applied change.
 
-Every bundle write is a compare-and-set on the owner the plan expected (a conditional UPDATE), so
-a plan made against a stale owner is never applied twice: an operator's plan is refused whole
-with 409, the tick's stale actions are skipped and recorded.
+The walk over the plan is the core's (``balancer.cycle.apply_plan``); this module gives it its
+sink: the metadata store (``StoreSink``: every bundle write a compare-and-set on the owner the
+plan expected, a conditional UPDATE), or an attached Pulsar cluster in control (``PulsarSink``:
+each move queued for the executor). A plan made against a stale owner is never applied twice: an
+operator's plan is refused whole with 409, the tick's stale actions are skipped and recorded.
 """
 
 from __future__ import annotations
@@ -18,7 +20,20 @@ from django.db import transaction
 from django.db.models import Q
 
 from balancer import bundles as bundle_ops
-from balancer.cycle import Action, ActionKind, CyclePlan
+from balancer.cycle import (
+    LEFT,
+    Action,
+    ActionKind,
+    Applied,
+    Change,
+    CyclePlan,
+    Move,
+    Refused,
+    Sink,
+    StalePlan,
+    Verdict,
+    apply_plan,
+)
 from balancer.errors import BalancerError
 from balancer.names import SplitAlgorithmName
 from console import loadstore, metrics, realtime, selectors
@@ -66,7 +81,9 @@ def plan_apply(
     note: str = "",
     reverses: AuditEvent | None = None,
 ) -> Decision:
-    """Apply ``plan`` in one transaction and record it.
+    """Apply ``plan`` in one transaction and record it: ``balancer.cycle.apply_plan`` with the
+    metadata store as its sink (``StoreSink``), or, attached to a Pulsar cluster in control, the
+    executor (``PulsarSink``); one audit row per accepted change.
 
     Args:
         plan: a cycle or operator plan; only its planned actions are applied.
@@ -100,78 +117,39 @@ def plan_apply(
         )
     with transaction.atomic():
         planned = plan.planned()
-        if any(a.kind in (ActionKind.UNLOAD, ActionKind.PLACE, ActionKind.SPLIT) for a in planned):
+        if any(a.kind != ActionKind.BROKER_STATE for a in planned):
             loadstore.ownership_changing()
-        rows = selectors.bundle_rows(
-            a.target
-            for a in planned
-            if a.kind in (ActionKind.UNLOAD, ActionKind.PLACE, ActionKind.SPLIT)
-        )
-        brokers = {b.name: b for b in Broker.objects.all()}
+        sink = StoreSink(plan, now)
+        applied = _apply(plan, sink, refuse_stale)
         decision = _decision(plan, now, kind)
-        stale: list[dict[str, Any]] = []
-        waiting: list[dict[str, Any]] = []
-        skipped: set[str] = set()
-        pending_moves: dict[str, Action] = {}
-        events: list[AuditEvent] = []
-        for action in planned:
-            row = rows.get(action.target)
-            if action.kind == ActionKind.UNLOAD:
-                source = brokers.get(action.source or "")
-                ok = (
-                    row is not None
-                    and source is not None
-                    and _compare_and_set(row, expected=source, owner=None, unloaded_at=now)
-                )
-                if not ok:
-                    _stale(action, row, refuse_stale, stale, skipped)
-                    continue
-                pending_moves[action.target] = action
-            elif action.kind == ActionKind.PLACE:
-                if action.target in skipped:
-                    continue
-                target = brokers.get(action.destination or "")
-                ok = (
-                    row is not None
-                    and target is not None
-                    and _compare_and_set(row, expected=None, owner=target)
-                )
-                if not ok:
-                    _stale(action, row, refuse_stale, stale, skipped)
-                    continue
-                unload = pending_moves.pop(action.target, None)
-                events.append(_move_event(plan, decision, now, actor, unload, action))
-            elif action.kind == ActionKind.SPLIT:
-                event = None
-                if row is not None:
-                    event = _split(plan, decision, row, action, now, actor, brokers)
-                if event is None:
-                    _stale(action, row, refuse_stale, stale, skipped)
-                    continue
-                events.append(event)
-            elif action.kind == ActionKind.BROKER_STATE:
-                event = _broker_state(
-                    plan, decision, action, brokers, now, actor, refuse_stale, stale, waiting
-                )
-                if event is not None:
-                    events.append(event)
-        # Unloads whose bundle found no new owner this plan: audited as unloads alone.
-        for unload in pending_moves.values():
-            events.append(_move_event(plan, decision, now, actor, unload, None))
+        events = [_audit(plan, decision, now, actor, change) for change in applied.changes]
         for event in events:
             event.reason = operator_reason(note, event.reason)
             if event.action == AuditEvent.Action.UNLOAD:
                 event.reverses = reverses
         AuditEvent.objects.bulk_create(events)
         _moves_count(events, actor)
-        extra = {k: v for k, v in (("stale", stale), ("waiting", waiting)) if v}
-        if extra:
-            decision.details = {**decision.details, **extra}
-            decision.save(update_fields=["details"])
+        _details(decision, stale=applied.stale, waiting=sink.waiting)
         for event in AuditEvent.objects.filter(decision=decision).select_related("actor"):
             realtime.publish(realtime.BUNDLE_MOVED, event.summary())
         _publish(decision)
     return decision
+
+
+def _apply(plan: CyclePlan, sink: Sink, refuse_stale: bool) -> Applied:
+    """``apply_plan``, its refusal of an operator's plan said as a 409."""
+    try:
+        return apply_plan(plan, sink, refuse_stale=refuse_stale)
+    except StalePlan as exc:
+        raise ConsoleError(exc.message, status=409, field=exc.field, reason=exc.code) from None
+
+
+def _details(decision: Decision, **extra: Any) -> None:
+    """Add the non-empty ``extra`` (stale, waiting, ...) to the decision's details."""
+    extra = {k: v for k, v in extra.items() if v}
+    if extra:
+        decision.details = {**decision.details, **extra}
+        decision.save(update_fields=["details"])
 
 
 def _moves_count(events: Iterable[AuditEvent], actor: User | None) -> None:
@@ -208,46 +186,157 @@ def _publish(decision: Decision) -> None:
     )
 
 
-def _broker_state(
-    plan: CyclePlan,
-    decision: Decision,
-    action: Action,
-    brokers: dict[str, Broker],
-    now: datetime,
-    actor: User | None,
-    refuse_stale: bool,
-    stale: list[dict[str, Any]],
-    waiting: list[dict[str, Any]],
-) -> AuditEvent | None:
-    """A broker's state (Fulcrum's own: active, draining, drained), by compare-and-set on the
-    state the plan saw: an operator's activation made after the snapshot is never overwritten
-    by a tick's "drained". None (listed as stale) when it changed. A broker is *drained* only
-    when it owns no bundle and no move to or from it is queued or in flight on Pulsar (moves
-    are applied when Pulsar is seen doing them): until then it stays draining, said in the
-    decision's ``waiting`` (not stale — a tick says it again once it is true)."""
-    broker = brokers.get(action.target)
-    if broker is not None and action.destination == Broker.State.DRAINED:
-        left = drain_left(broker)
-        if left:
-            waiting.append({"broker": broker.name, "reason": left})
+class StoreSink:
+    """The metadata store as ``apply_plan``'s sink: every change is a conditional UPDATE (or
+    DELETE) on the row the plan read, so a plan made against a stale owner is never applied
+    twice, and PostgreSQL re-checks it after a concurrent write."""
+
+    def __init__(self, plan: CyclePlan, now: datetime) -> None:
+        self.now = now
+        self.rows = selectors.bundle_rows(
+            a.target for a in plan.planned() if a.kind != ActionKind.BROKER_STATE
+        )
+        self.brokers = {b.name: b for b in Broker.objects.all()}
+        self.waiting: list[dict[str, str]] = []
+
+    def unload(self, action: Action) -> Verdict:
+        """Unowned, with ``last_unloaded_at`` now, if ``action.source`` still owns it."""
+        row = self.rows.get(action.target)
+        source = self.brokers.get(action.source or "")
+        if (
+            row is not None
+            and source is not None
+            and _compare_and_set(row, expected=source, owner=None, unloaded_at=self.now)
+        ):
             return None
-    changed = broker is not None and Broker.objects.filter(
-        pk=broker.pk, state=action.source
-    ).update(state=action.destination, state_since=now)
-    if not changed:
-        _stale_state(action, broker, refuse_stale, stale)
+        return _stale(action, row)
+
+    def place(self, action: Action, unload: Action | None) -> Verdict:
+        """Owned by ``action.destination``, if nobody owns it."""
+        row = self.rows.get(action.target)
+        target = self.brokers.get(action.destination or "")
+        if (
+            row is not None
+            and target is not None
+            and _compare_and_set(row, expected=None, owner=target)
+        ):
+            return None
+        return _stale(action, row)
+
+    def split(self, action: Action) -> Verdict:
+        """The bundle replaced by its children (unowned, in their grace period) if it still has
+        the owner the plan saw (a conditional delete) and the namespace's bundles still
+        partition its hash space."""
+        row = self.rows.get(action.target)
+        if row is not None and _split(row, action, self.now, self.brokers):
+            return None
+        return _stale(action, row)
+
+    def broker_state(self, action: Action) -> Verdict:
+        """A broker's state (Fulcrum's own: active, draining, drained), by compare-and-set on
+        the state the plan saw: an operator's activation made after the snapshot is never
+        overwritten by a tick's "drained". A broker is *drained* only when it owns no bundle
+        and no move to or from it is queued or in flight on Pulsar (moves are applied when
+        Pulsar is seen doing them): until then it stays draining, said in the decision's
+        ``waiting`` (not stale: a tick says it again once it is true)."""
+        broker = self.brokers.get(action.target)
+        if broker is not None and action.destination == Broker.State.DRAINED:
+            left = drain_left(broker)
+            if left:
+                self.waiting.append({"broker": broker.name, "reason": left})
+                return LEFT
+        if broker is not None:
+            changed = Broker.objects.filter(pk=broker.pk, state=action.source).update(
+                state=action.destination, state_since=self.now
+            )
+            if changed:
+                return None
+            broker.refresh_from_db(fields=["state"])
+        now_state = "it no longer exists" if broker is None else f"its state is now {broker.state}"
+        return Refused(
+            f"broker {action.target} was {action.source} when the plan was made; {now_state}",
+            field="broker",
+        )
+
+
+class PulsarSink(StoreSink):
+    """An attached Pulsar cluster in control as ``apply_plan``'s sink: an unload or a split is
+    accepted if the bundle still has the owner the plan saw (the last observation) and no move
+    of it is in flight, and becomes a ``PulsarMove`` the executor sends (``services.executor``);
+    owners change only when Pulsar is seen doing it. A placement of a bundle nobody owned is
+    left to Pulsar (its next lookup assigns it), and so is a lost broker's unload (its
+    ownership ends with its session); broker states are Fulcrum's own, set as in the store."""
+
+    def __init__(self, plan: CyclePlan, now: datetime, connection: PulsarConnection) -> None:
+        super().__init__(plan, now)
+        self.busy = dict(
+            connection.moves.filter(state__in=PulsarMove.IN_FLIGHT).values_list("bundle", "pk")
+        )
+        self.lost: list[str] = []
+        self.left: list[str] = []
+
+    def unload(self, action: Action) -> Verdict:
+        """Accepted (the move is made with its placement); left to Pulsar for a lost broker."""
+        if action.reason == "BrokerLost":
+            # A broker whose report Fulcrum could not read may be well: no unload.
+            self.lost.append(action.target)
+            return LEFT
+        return self._owned(action)
+
+    def place(self, action: Action, unload: Action | None) -> Verdict:
+        """Accepted with its unload (one move); a bundle nobody owned is left to Pulsar."""
+        if unload is None:
+            self.left.append(action.target)
+            return LEFT
         return None
+
+    def split(self, action: Action) -> Verdict:
+        """Accepted: the cuts Fulcrum planned are sent as they are."""
+        return self._owned(action)
+
+    def _owned(self, action: Action) -> Verdict:
+        row = self.rows.get(action.target)
+        owner = row.owner.name if row is not None and row.owner else None
+        if row is None or owner is None or owner != action.source:
+            return _stale(action, row)
+        if action.target in self.busy:
+            return Refused(
+                f"{action.target}: move {self.busy[action.target]} of this bundle is still in "
+                "flight on Pulsar (one at a time)",
+                code="InFlight",
+            )
+        return None
+
+
+def _audit(
+    plan: CyclePlan, decision: Decision, now: datetime, actor: User | None, change: Change
+) -> AuditEvent:
+    """The audit row of one accepted change: a move (its unload and the placement that
+    followed it), a split, or a broker's state."""
+    if isinstance(change, Move):
+        return _move_event(plan, decision, now, actor, change.unload, change.place)
+    if change.kind == ActionKind.SPLIT:
+        return AuditEvent(
+            at=now,
+            actor=actor,
+            action=AuditEvent.Action.SPLIT,
+            target=change.target,
+            source=change.source or "",
+            reason=_said(change),
+            decision=decision,
+            load_before=_figures(plan, change.source),
+        )
     return AuditEvent(
         at=now,
         actor=actor,
         action=AuditEvent.Action.ACTIVATE
-        if action.destination == Broker.State.ACTIVE
+        if change.destination == Broker.State.ACTIVE
         else AuditEvent.Action.DRAIN,
-        target=action.target,
-        source=action.target,
-        reason=f"{action.source} -> {action.destination}: {_said(action)}",
+        target=change.target,
+        source=change.target,
+        reason=f"{change.source} -> {change.destination}: {_said(change)}",
         decision=decision,
-        load_before=_figures(plan, action.target),
+        load_before=_figures(plan, change.target),
     )
 
 
@@ -292,40 +381,18 @@ def _compare_and_set(
     return True
 
 
-def _stale(
-    action: Action,
-    row: Bundle | None,
-    refuse: bool,
-    stale: list[dict[str, Any]],
-    skipped: set[str],
-) -> None:
+def _stale(action: Action, row: Bundle | None) -> Refused:
+    """A bundle action refused: what the plan expected, and who owns the bundle now."""
     if row is None:
         now_owner = "it no longer exists"
     else:
         row.refresh_from_db(fields=["owner"])
         now_owner = f"its owner is now {row.owner.name if row.owner else 'nobody'}"
     expected = action.source if action.kind != ActionKind.PLACE else None
-    message = (
+    return Refused(
         f"{action.target} changed since the plan was made: expected owner "
         f"{expected or 'nobody'}, {now_owner}"
     )
-    if refuse:
-        raise ConsoleError(message, status=409, field="bundle", reason="StalePlan")
-    stale.append({"kind": str(action.kind), "target": action.target, "reason": message})
-    skipped.add(action.target)
-
-
-def _stale_state(
-    action: Action, broker: Broker | None, refuse: bool, stale: list[dict[str, Any]]
-) -> None:
-    now_state = "it no longer exists" if broker is None else "its state changed"
-    if broker is not None:
-        broker.refresh_from_db(fields=["state"])
-        now_state = f"its state is now {broker.state}"
-    message = f"broker {action.target} was {action.source} when the plan was made; {now_state}"
-    if refuse:
-        raise ConsoleError(message, status=409, field="broker", reason="StalePlan")
-    stale.append({"kind": str(action.kind), "target": action.target, "reason": message})
 
 
 def _move_event(
@@ -367,18 +434,10 @@ def _move_event(
     )
 
 
-def _split(
-    plan: CyclePlan,
-    decision: Decision,
-    row: Bundle,
-    action: Action,
-    now: datetime,
-    actor: User | None,
-    brokers: dict[str, Broker],
-) -> AuditEvent | None:
+def _split(row: Bundle, action: Action, now: datetime, brokers: dict[str, Broker]) -> bool:
     """Replace the bundle by its children (unowned, in their grace period) if it still has the
     owner the plan saw (a conditional delete) and the namespace's bundles still partition its
-    hash space; None, writing nothing, otherwise."""
+    hash space; False, writing nothing, otherwise."""
     namespace: Namespace = row.namespace
     current = list(namespace.bundles.order_by("lower"))
     boundaries = [r.lower for r in current] + [current[-1].upper]
@@ -387,32 +446,23 @@ def _split(
             boundaries, bundle_ops.BundleRange(row.lower, row.upper), list(action.boundaries)
         )
     except BalancerError:
-        return None
+        return False
     points = [row.lower, *action.boundaries, row.upper]
     owner = brokers.get(action.source or "")
     rows = Bundle.objects.filter(pk=row.pk)
     rows = rows.filter(owner_id__isnull=True) if owner is None else rows.filter(owner_id=owner.pk)
     if action.source and owner is None:
-        return None
+        return False
     deleted, _ = rows.delete()
     if not deleted:
-        return None
+        return False
     Bundle.objects.bulk_create(
         [
             Bundle(namespace=namespace, lower=a, upper=b, last_unloaded_at=now)
             for a, b in itertools.pairwise(points)
         ]
     )
-    return AuditEvent(
-        at=now,
-        actor=actor,
-        action=AuditEvent.Action.SPLIT,
-        target=action.target,
-        source=action.source or "",
-        reason=_said(action),
-        decision=decision,
-        load_before=_figures(plan, action.source),
-    )
+    return True
 
 
 def _observe_only(
@@ -454,13 +504,11 @@ def _apply_through_pulsar(
     note: str,
     reverses: AuditEvent | None = None,
 ) -> Decision:
-    """In control of a Pulsar cluster: each move becomes a ``PulsarMove`` the executor sends
-    (an unload with the destination its placement planned, a split), audited now and verified
-    by observing (``services.executor``); owners change only when Pulsar says so. A placement
-    of an unowned bundle is left to Pulsar (its next lookup assigns it); broker states are
-    Fulcrum's own and applied here. The tick sends nothing while moves are in flight."""
-    planned = plan.planned()
-    moving = [a for a in planned if a.kind in (ActionKind.UNLOAD, ActionKind.SPLIT)]
+    """In control of a Pulsar cluster: ``apply_plan`` with ``PulsarSink``; each accepted move
+    becomes a ``PulsarMove`` the executor sends (an unload with the destination its placement
+    planned, a split), audited now and verified by observing (``services.executor``). The tick
+    sends nothing while moves are in flight."""
+    moving = [a for a in plan.planned() if a.kind in (ActionKind.UNLOAD, ActionKind.SPLIT)]
     if moving and connection.is_executor_stopped:
         return _observe_only(
             plan,
@@ -481,84 +529,19 @@ def _apply_through_pulsar(
             why=f"waiting for {in_flight} move(s) in flight on Pulsar to be verified",
         )
     with transaction.atomic():
-        rows = selectors.bundle_rows(a.target for a in planned if a.kind != ActionKind.BROKER_STATE)
-        brokers = {b.name: b for b in Broker.objects.all()}
+        sink = PulsarSink(plan, now, connection)
+        applied = _apply(plan, sink, refuse_stale)
         decision = _decision(plan, now, kind)
-        stale: list[dict[str, Any]] = []
-        waiting: list[dict[str, Any]] = []
-        skipped: set[str] = set()
-        left: list[str] = []
-        lost: list[str] = []
-        unloads: dict[str, Action] = {}
         moves: list[tuple[PulsarMove, AuditEvent]] = []
         events: list[AuditEvent] = []
-        busy = dict(
-            connection.moves.filter(state__in=PulsarMove.IN_FLIGHT).values_list("bundle", "pk")
-        )
-        for action in planned:
-            row = rows.get(action.target)
-            owner = row.owner.name if row is not None and row.owner else None
-            if action.kind == ActionKind.UNLOAD and action.reason == "BrokerLost":
-                # Pulsar releases a lost broker's bundles itself (its ownership ends with its
-                # session); a broker whose report Fulcrum could not read may be well: no unload.
-                lost.append(action.target)
-                skipped.add(action.target)
-                continue
-            if action.kind in (ActionKind.UNLOAD, ActionKind.SPLIT):
-                if row is None or owner is None or owner != action.source:
-                    _stale(action, row, refuse_stale, stale, skipped)
-                    continue
-                if action.target in busy:
-                    message = (
-                        f"{action.target}: move {busy[action.target]} of this bundle is still in "
-                        "flight on Pulsar (one at a time)"
-                    )
-                    if refuse_stale:
-                        raise ConsoleError(message, status=409, field="bundle", reason="InFlight")
-                    stale.append(
-                        {"kind": str(action.kind), "target": action.target, "reason": message}
-                    )
-                    skipped.add(action.target)
-                    continue
-                if action.kind == ActionKind.UNLOAD:
-                    unloads[action.target] = action
-                    continue
-                event = AuditEvent(
-                    at=now,
-                    actor=actor,
-                    action=AuditEvent.Action.SPLIT,
-                    target=action.target,
-                    source=owner,
-                    reason=_said(action),
-                    decision=decision,
-                    load_before=_figures(plan, owner),
-                )
-                # The cuts Fulcrum planned (with the operator's or the configured algorithm)
-                # are sent as they are: the audit says what Pulsar did.
-                move = PulsarMove(
-                    kind=PulsarMove.Kind.SPLIT,
-                    bundle=action.target,
-                    source=owner,
-                    algorithm=SPECIFIED_POSITIONS,
-                    boundaries=list(action.boundaries),
-                    created_at=now,
-                )
-                moves.append((move, event))
-            elif action.kind == ActionKind.PLACE:
-                unload = unloads.pop(action.target, None)
-                if unload is None:
-                    if action.target not in skipped:
-                        left.append(action.target)
-                    continue
-                moves.append(_unload_move(plan, decision, now, actor, unload, action))
-            elif action.kind == ActionKind.BROKER_STATE:
-                changed = _broker_state(
-                    plan, decision, action, brokers, now, actor, refuse_stale, stale, waiting
-                )
-                if changed is not None:
-                    events.append(changed)
-        for unload in unloads.values():
-            moves.append(_unload_move(plan, decision, now, actor, unload, None))
+        for change in applied.changes:
+            event = _audit(plan, decision, now, actor, change)
+            if isinstance(change, Move):
+                moves.append(_unload_move(change, event))
+            elif change.kind == ActionKind.SPLIT:
+                moves.append((_split_move(change, now), event))
+            else:
+                events.append(event)
         for move, event in moves:
             if move.kind == PulsarMove.Kind.UNLOAD:
                 event.reverses = reverses
@@ -571,31 +554,28 @@ def _apply_through_pulsar(
             event.reason = operator_reason(note, event.reason)
         # The cool-down counts from the request: the tick does not pick the bundle again.
         Bundle.objects.filter(
-            pk__in=[rows[m.bundle].pk for m, _ in moves if m.kind == PulsarMove.Kind.UNLOAD]
+            pk__in=[sink.rows[m.bundle].pk for m, _ in moves if m.kind == PulsarMove.Kind.UNLOAD]
         ).update(last_unloaded_at=now)
         executor.moves_queue(connection, moves)
         _moves_count([event for _, event in moves], actor)
         AuditEvent.objects.bulk_create(events)
         for event in events:
             realtime.publish(realtime.BUNDLE_MOVED, event.summary())
-        extra: dict[str, Any] = {}
-        if stale:
-            extra["stale"] = stale
-        if waiting:
-            extra["waiting"] = waiting
-        if lost:
-            extra["lostLeftToPulsar"] = {
-                "bundles": lost,
+        _details(
+            decision,
+            stale=applied.stale,
+            waiting=sink.waiting,
+            lostLeftToPulsar=sink.lost
+            and {
+                "bundles": sink.lost,
                 "reason": "a lost broker's bundles are released by Pulsar itself: no unload sent",
-            }
-        if left:
-            extra["leftToPulsar"] = {
-                "bundles": left,
+            },
+            leftToPulsar=sink.left
+            and {
+                "bundles": sink.left,
                 "reason": "unowned: Pulsar assigns a bundle at the next lookup of its topics",
-            }
-        if extra:
-            decision.details = {**decision.details, **extra}
-            decision.save(update_fields=["details"])
+            },
+        )
         _publish(decision)
     return decision
 
@@ -614,22 +594,30 @@ def _sent_as(move: PulsarMove) -> str:
     return "unload; Pulsar places it"
 
 
-def _unload_move(  # the unload and the placement that chose its destination, as one move
-    plan: CyclePlan,
-    decision: Decision,
-    now: datetime,
-    actor: User | None,
-    unload: Action,
-    place: Action | None,
-) -> tuple[PulsarMove, AuditEvent]:
-    event = _move_event(plan, decision, now, actor, unload, place)
+def _unload_move(move: Move, event: AuditEvent) -> tuple[PulsarMove, AuditEvent]:
+    """The unload and the placement that chose its destination, as one ``PulsarMove``."""
+    unload, place = move.unload, move.place
+    assert unload is not None  # PulsarSink leaves a placement alone to Pulsar
     if place is None:
         event.reason = _said(unload) + "; Pulsar places it at the next lookup"
-    move = PulsarMove(
+    pulsar_move = PulsarMove(
         kind=PulsarMove.Kind.UNLOAD,
         bundle=unload.target,
         source=unload.source or "",
         destination=(place.destination or "") if place else "",
+        created_at=event.at,
+    )
+    return pulsar_move, event
+
+
+def _split_move(action: Action, now: datetime) -> PulsarMove:
+    """A split as the ``PulsarMove`` that sends its cuts as they were planned (with the
+    operator's or the configured algorithm): the audit says what Pulsar did."""
+    return PulsarMove(
+        kind=PulsarMove.Kind.SPLIT,
+        bundle=action.target,
+        source=action.source or "",
+        algorithm=SPECIFIED_POSITIONS,
+        boundaries=list(action.boundaries),
         created_at=now,
     )
-    return move, event

@@ -31,7 +31,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,16 @@ import numpy as np
 
 from balancer.bundles import bundles_from_boundaries, initial_boundaries
 from balancer.config import PulsarConfig
-from balancer.cycle import ActionKind, CycleConfig, Strategies, plan_cycle, plan_placement
+from balancer.cycle import (
+    Action,
+    CycleConfig,
+    OwnersSink,
+    Strategies,
+    Verdict,
+    apply_plan,
+    plan_cycle,
+    plan_placement,
+)
 from balancer.load import (
     LONG_TERM_SAMPLES,
     SHORT_TERM_SAMPLES,
@@ -223,6 +232,74 @@ def snapshot_of(
     )
 
 
+class _Owners(MutableMapping[str, str | None]):
+    """The benchmark's ownership array (bundle index -> broker index, -1: unowned) seen as the
+    bundle -> broker map ``OwnersSink`` applies a plan to."""
+
+    def __init__(self, world: World, owner: np.ndarray) -> None:
+        self.world, self.owner = world, owner
+        self.position = {name: i for i, name in enumerate(world.bundles)}
+        self.index = {name: i for i, name in enumerate(world.brokers)}
+
+    def __getitem__(self, bundle: str) -> str | None:
+        i = self.owner[self.position[bundle]]
+        return self.world.brokers[i] if i >= 0 else None
+
+    def __setitem__(self, bundle: str, broker: str | None) -> None:
+        self.owner[self.position[bundle]] = -1 if broker is None else self.index[broker]
+
+    def __delitem__(self, bundle: str) -> None:
+        raise TypeError("a bundle of the world is never removed")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.world.bundles)
+
+    def __len__(self) -> int:
+        return len(self.world.bundles)
+
+
+class _Moves(OwnersSink):
+    """``apply_plan``'s in-memory sink over the benchmark's array, counting the moves applied
+    and the oscillations (a bundle back on a broker it left within the hour, not because its
+    broker was drained or lost: those moves are the operator's or the cluster's)."""
+
+    def __init__(
+        self,
+        owners: _Owners,
+        now: float,
+        unloaded: dict[str, float],
+        moves_at: list[float],
+        left: dict[str, list[tuple[str, float]]],
+        why: dict[str, str],
+        result: Result,
+    ) -> None:
+        super().__init__(owners, unloaded, now)
+        self.moves_at, self.left, self.why, self.result = moves_at, left, why, result
+
+    def unload(self, action: Action) -> Verdict:
+        verdict = super().unload(action)
+        if verdict is None:
+            assert action.source is not None
+            self.moves_at.append(self.now)
+            self.left.setdefault(action.target, []).append((action.source, self.now))
+            self.result.moves += 1
+            self.why[action.target] = str(action.reason)
+        return verdict
+
+    def place(self, action: Action, unload: Action | None) -> Verdict:
+        verdict = super().place(action, unload)
+        if (
+            verdict is None
+            and self.why.get(action.target) not in DELIBERATE
+            and any(
+                b == action.destination and self.now - t < HOUR
+                for b, t in self.left.get(action.target, ())
+            )
+        ):
+            self.result.oscillations += 1
+        return verdict
+
+
 def run(world: World, strategy: str, parameters: dict[str, Any] | None = None) -> Result:
     """``strategy`` (a key of STRATEGIES) on ``world``, every 5 minutes; ``parameters``: Pulsar
     and Fulcrum keys (``{"fulcrumMinGainPercentage": 2}``) over the defaults."""
@@ -246,8 +323,7 @@ def run(world: World, strategy: str, parameters: dict[str, Any] | None = None) -
     left: dict[str, list[tuple[str, float]]] = {}
     why: dict[str, str] = {}  # each bundle's last unload's reason
     result = Result(strategy, minutes=world.minutes)
-    index = {name: i for i, name in enumerate(world.brokers)}
-    position = {name: i for i, name in enumerate(world.bundles)}
+    owners = _Owners(world, owner)
     for minute in range(world.minutes):
         sample = world.loads(minute)
         averages["short"] = time_average_columns(
@@ -262,8 +338,7 @@ def run(world: World, strategy: str, parameters: dict[str, Any] | None = None) -
             snap = snapshot_of(world, owner, minute, averages, unloaded, moves_at)
             plan = plan_placement(snap, config, state, list(snap.unowned))
             state = plan.state
-            for a in plan.planned(ActionKind.PLACE):
-                owner[position[a.target]] = index[a.destination]
+            apply_plan(plan, _Moves(owners, 0.0, unloaded, moves_at, left, why, result))
         usage, counting = world.usage(owner, minute)
         used = usage[counting]
         mean = float(used.mean()) if len(used) else 0.0
@@ -278,26 +353,8 @@ def run(world: World, strategy: str, parameters: dict[str, Any] | None = None) -
         plan = plan_cycle(snap, config, state, now)
         result.cycle_ms.append((time.perf_counter() - started) * 1000)
         state = plan.state
-        for a in plan.planned():
-            if a.kind == ActionKind.UNLOAD:
-                i = position[a.target]
-                if owner[i] >= 0 and world.brokers[owner[i]] == a.source:
-                    owner[i] = -1
-                    unloaded[a.target] = now
-                    moves_at.append(now)
-                    left.setdefault(a.target, []).append((a.source, now))
-                    result.moves += 1
-                    why[a.target] = str(a.reason)
-            elif a.kind == ActionKind.PLACE and a.destination is not None:
-                i = position[a.target]
-                if owner[i] < 0:
-                    owner[i] = index[a.destination]
-                    # Back where it was within the hour, and not because its broker was
-                    # drained or lost (those moves are the operator's or the cluster's).
-                    if why.get(a.target) not in DELIBERATE and any(
-                        b == a.destination and now - t < HOUR for b, t in left.get(a.target, ())
-                    ):
-                        result.oscillations += 1
+        sink = _Moves(owners, now, unloaded, moves_at, left, why, result)
+        apply_plan(plan, sink)
     return result
 
 
