@@ -17,9 +17,11 @@ from typing import Any, NoReturn, TextIO
 
 from balancer import bundles as bundle_ops
 from balancer.cycle import plan_cycle
+from balancer.cycle.guard import shed_guarded
 from balancer.danube.placement import place as danube_place
 from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
+from balancer.load import TopicLoad
 from balancer.names import PlacementName, ShedderName, SplitAlgorithmName
 from balancer.placement.place import place
 from balancer.registry import (
@@ -29,8 +31,6 @@ from balancer.registry import (
     get_shedder,
     get_split_algorithm,
 )
-from balancer.shedding.guarded import shed_guarded
-from balancer.splitting.algorithms import TopicLoad
 from balancer.splitting.conditions import split_check
 from balancer.wire import (
     array,

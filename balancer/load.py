@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from balancer.units import BytesPerSec, Fraction, MsgPerSec
+from balancer.units import BytesPerSec, Fraction, HashPoint, MsgPerSec
 
 _HUNDRED = np.float32(100.0)
 
@@ -212,3 +212,17 @@ def time_average_columns(
     n = np.minimum(np.asarray(samples, dtype=np.int64) + 1, max_samples).astype(np.float64)
     n = n.reshape(-1, 1)
     return ((n - 1) * old + new) / n  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicLoad:
+    """A topic in the bundle: hash position, msg rate in+out (msg/s), throughput in+out (bytes/s).
+
+    ``has_stats`` False: the broker reported no stats for it (flow_or_qps ignores it).
+    """
+
+    name: str
+    hash: HashPoint
+    msg_rate: MsgPerSec = 0.0
+    throughput: BytesPerSec = 0.0
+    has_stats: bool = True

@@ -14,6 +14,7 @@ from balancer.danube.config import KEYS as DANUBE_KEYS
 from balancer.danube.config import DanubeConfig
 from balancer.decisions import SheddingDecision
 from balancer.errors import BalancerError, UnknownStrategy
+from balancer.load import TopicLoad
 from balancer.names import PlacementName, ShedderName, SplitAlgorithmName
 from balancer.placement.selection import SELECTORS
 from balancer.shedding import avg, fulcrum, overload, threshold, transfer, uniform
@@ -23,7 +24,7 @@ from balancer.units import HashPoint
 
 Shedder = Callable[[ClusterSnapshot, Any, dict[str, Any]], SheddingDecision]
 SplitAlgorithm = Callable[
-    [BundleRange, Sequence[algorithms.TopicLoad], Sequence[HashPoint] | None, PulsarConfig],
+    [BundleRange, Sequence[TopicLoad], Sequence[HashPoint] | None, PulsarConfig],
     list[HashPoint] | None,
 ]
 

@@ -13,8 +13,7 @@ import numpy as np
 
 from balancer.bundle_table import BundleNames, BundleTable
 from balancer.errors import InvalidSnapshot
-from balancer.load import BrokerLoad, BundleLoad, ResourceWeights
-from balancer.splitting.algorithms import TopicLoad
+from balancer.load import BrokerLoad, BundleLoad, ResourceWeights, TopicLoad
 from balancer.units import Seconds
 
 T = TypeVar("T")

@@ -16,11 +16,10 @@ from balancer.cycle import CycleConfig, Strategies
 from balancer.danube.config import DanubeConfig
 from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
-from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage, TopicStats
+from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage, TopicLoad, TopicStats
 from balancer.registry import split_keys
 from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
-from balancer.splitting.algorithms import TopicLoad
 
 BROKER_STATES = ("active", "draining", "drained")
 RESOURCES = {

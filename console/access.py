@@ -6,6 +6,8 @@ from typing import Any
 
 from django.conf import settings
 
+from console.errors import ConsoleError
+
 OPERATORS_GROUP = "operators"
 BROKER_AGENT_USERNAME = "broker-agent"
 
@@ -58,8 +60,6 @@ def actor_check(actor: Any, *, admin: bool = False) -> None:
     Raises:
         ConsoleError: 403 with why.
     """
-    from console.services.errors import ConsoleError  # a leaf module: no cycle
-
     if actor is None:
         return
     if admin and not getattr(actor, "is_superuser", False):

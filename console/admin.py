@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 
+from console.errors import ConsoleError
 from console.models import (
     AuditEvent,
     BalancerConfig,
@@ -21,7 +22,6 @@ from console.services.brokers import broker_state_set
 from console.services.config import EDITABLE, balancer_config_update, config_changes_check
 from console.services.connections import auth_ways
 from console.services.credentials import credential_revoke, credential_rotate
-from console.services.errors import ConsoleError
 from console.services.pulsar import pulsar_connection_check, pulsar_connection_save
 
 

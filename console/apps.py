@@ -7,10 +7,10 @@ from typing import Any
 from django.apps import AppConfig
 from django.db.models.signals import post_delete, post_save
 
+from console import loadstore
+
 
 def _ownership_may_have_changed(sender: Any, **kwargs: Any) -> None:
-    from console import loadstore
-
     loadstore.ownership_changing()
 
 

@@ -6,6 +6,8 @@ from typing import Any
 from celery import Celery
 from celery.signals import celeryd_init
 
+from console.footprint import keep_out
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 app = Celery("console")
@@ -17,6 +19,4 @@ app.autodiscover_tasks(["console"])
 def _worker_footprint(**_: Any) -> None:
     """``celery worker`` keeps pandas out (``console.footprint``): about 40 MB it never uses.
     (``celeryd_init`` comes from the command alone, not from a worker started in a test.)"""
-    from console.footprint import keep_out
-
     keep_out("pandas", why="the worker writes Parquet with pyarrow alone; Spark runs apart")

@@ -15,8 +15,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from console import loadstore
 from console.api.errors import console_error_body, error_body
+from console.errors import ConsoleError
 from console.services.bodies import OPERATOR_BODY_MAX_BYTES, body_size_check, json_object
-from console.services.errors import ConsoleError
 
 # Checked by their own, stricter reader (``services.ingest.report_parse``), on the hot path.
 _OWN_READER = ("/api/load-reports/",)

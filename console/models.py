@@ -255,7 +255,7 @@ class ConfigVersion(models.Model):
 class Lease(models.Model):
     """A named piece of work that runs once at a time cluster-wide (the shedding tick, a Pulsar
     pass, the fold, the history's flush and compaction, a report run, the dead-man), held by
-    ``holder`` until ``locked_until``, claimed by compare-and-set (``services.leases``, where
+    ``holder`` until ``locked_until``, claimed by compare-and-set (``console.leases``, where
     every lease's name is)."""
 
     name = models.CharField(max_length=50, unique=True)

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("FULCRUM_VAR_DIR", BASE_DIR / "var"))
@@ -161,11 +165,6 @@ REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
 def channel_layer_host(url: str) -> dict[str, object]:
     """A channels_redis host that heals after a Redis restart: an idle pooled connection is
     checked before use and a failed command is retried on a fresh one (redis-py's Retry)."""
-    from redis.asyncio.retry import Retry
-    from redis.backoff import ExponentialWithJitterBackoff
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
-
     return {
         "address": url,
         "health_check_interval": 5,

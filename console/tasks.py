@@ -8,15 +8,16 @@ from typing import TypeVar
 from celery import shared_task
 from django.conf import settings
 
+from console import leases
 from console.footprint import heap_trim
+from console.leases import lease_kept
 from console.reports.submit import report_run_execute
 from console.selectors import report_runs_running
-from console.services import leases, shedding_tick_run
+from console.services import shedding_tick_run
 from console.services.history import history_compact as history_compact_service
 from console.services.history import history_flush as history_flush_service
 from console.services.history import load_reports_prune
 from console.services.ingest import load_reports_fold as load_reports_fold_service
-from console.services.leases import lease_kept
 from console.services.optimality import optimality_measure as optimality_measure_service
 from console.services.pulsar import pulsar_sync_run
 from console.services.reports import report_runs_reap as report_runs_reap_service

@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from axes.helpers import get_client_username, get_cool_off, get_failure_limit
+from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -26,9 +28,10 @@ from django.views.decorators.http import require_GET
 from balancer.registry import ENTRIES
 from console import metrics, selectors
 from console.access import is_operator, may_act
+from console.errors import ConsoleError
 from console.models import AuditEvent, Broker, Bundle, Decision, Namespace, ReportRun
 from console.services.config import config_values
-from console.services.errors import ConsoleError
+from console.services.users import ROLES, user_role_set, users_list
 
 # The console's Plotly: plotly.js's core with only the trace types the console's modules
 # (static/console/) draw (scatter, bar, treemap), built by `make plotly` from js/plotly-fulcrum.js
@@ -456,9 +459,6 @@ def lockout(
     """django-axes' lockout (``AXES_LOCKOUT_CALLABLE``): a page with the navigation, how many
     failed logins locked the user name out from this address, for how long, and until when
     (the newest failed attempt plus ``AXES_COOLOFF_TIME``); 429."""
-    from axes.helpers import get_client_username, get_cool_off, get_failure_limit
-    from axes.models import AccessAttempt
-
     username = get_client_username(request, credentials) or ""
     cool_off = get_cool_off(request)
     latest = (
@@ -482,10 +482,6 @@ def users(request: HttpRequest) -> HttpResponse:
     """Admins only: every console user with their role, and a form that makes a user or gives
     one another role (``services.users.user_role_set``: audited; a new user's password is
     shown once). Anyone else: 403."""
-    from django.core.exceptions import PermissionDenied
-
-    from console.services.users import ROLES, user_role_set, users_list
-
     if not request.user.is_superuser:
         raise PermissionDenied("the users page is an admin's")
     said, error, field, made = "", "", "", None

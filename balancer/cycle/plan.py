@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from balancer.cycle.guard import shed_guarded
 from balancer.cycle.life import _drained, _life_cycle_unloads, broker_life
 from balancer.cycle.model import (
     FULCRUM_SHEDDERS,
@@ -24,7 +25,6 @@ from balancer.cycle.vetoes import screen_unloads
 from balancer.danube.bundles import bundle_view
 from balancer.decisions import Reason, SheddingDecision
 from balancer.names import ShedderName
-from balancer.shedding.guarded import shed_guarded
 from balancer.snapshot import ClusterSnapshot
 from balancer.units import Seconds
 

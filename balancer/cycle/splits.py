@@ -18,11 +18,11 @@ from balancer.cycle.vetoes import _veto
 from balancer.decisions import Reason, SheddingDecision
 from balancer.errors import BalancerError, ImpossibleSplit
 from balancer.hashing import format_hash
+from balancer.load import TopicLoad
 from balancer.registry import (
     get_split_algorithm,
 )
 from balancer.snapshot import ClusterSnapshot
-from balancer.splitting.algorithms import TopicLoad
 from balancer.splitting.conditions import split_check
 from balancer.units import Seconds
 

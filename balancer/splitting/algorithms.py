@@ -10,26 +10,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from balancer.bundles import BundleRange, range_equally_divide
 from balancer.config import PulsarConfig
 from balancer.errors import BalancerError
-from balancer.units import BytesPerSec, HashPoint, MsgPerSec
-
-
-@dataclass(frozen=True, slots=True)
-class TopicLoad:
-    """A topic in the bundle: hash position, msg rate in+out (msg/s), throughput in+out (bytes/s).
-
-    ``has_stats`` False: the broker reported no stats for it (flow_or_qps ignores it).
-    """
-
-    name: str
-    hash: HashPoint
-    msg_rate: MsgPerSec = 0.0
-    throughput: BytesPerSec = 0.0
-    has_stats: bool = True
+from balancer.load import TopicLoad
+from balancer.units import HashPoint
 
 
 def range_equally_divide_split(

@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
 from balancer.errors import BalancerError
-from console.services.errors import ConsoleError
+from console.errors import ConsoleError
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from django.http.request import split_domain_port, validate_host
 from console.api.errors import INTERNAL_ERROR, console_error_body, error_body
 from console.api.permissions import INVALID_BROKER_TOKEN, broker_agent
 from console.api.serializers import load_report_accepted
+from console.errors import ConsoleError
 from console.selectors import NotCached, database_read
-from console.services.errors import ConsoleError
 from console.services.ingest import load_report_ingest_async, report_size_check
 
 log = logging.getLogger(__name__)

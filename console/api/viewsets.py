@@ -8,6 +8,7 @@ from typing import Any, cast
 from django.contrib.auth.models import User
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view, permission_classes
@@ -32,6 +33,7 @@ from console.api.serializers import (
     UnloadOutput,
     load_report_accepted,
 )
+from console.errors import ConsoleError
 from console.models import AuditEvent, Bundle, Decision, ReportRun
 from console.selectors import AUDIT_FILTERS
 from console.services import (
@@ -59,7 +61,6 @@ from console.services.control import (
     control_release,
     control_take,
 )
-from console.services.errors import ConsoleError
 from console.services.executor import executor_set
 from console.services.ingest import LoadReportInput
 from console.services.reports import report_run_cancel, report_run_request
@@ -656,8 +657,6 @@ def api_root(request: Request) -> Response:
     with where its documentation is: ``/api/docs/`` (Swagger UI, served locally) and
     ``/api/schema/`` (OpenAPI 3)."""
     if not _ENDPOINTS:
-        from drf_spectacular.generators import SchemaGenerator
-
         schema = SchemaGenerator().get_schema(request=None, public=True)
         found = []  # built whole, then kept: two first requests never leave half a list
         for path_, operations in sorted(schema["paths"].items()):

@@ -22,10 +22,11 @@ from typing import Any, Final
 from django.conf import settings
 from django.utils import timezone
 
-from console import metrics, realtime
+from console import leases, metrics, realtime
+from console.leases import lease_held, lease_kept
 from console.models import ReportRun
-from console.services import leases
-from console.services.leases import lease_held, lease_kept
+from console.selectors import pulsar_config_get
+from console.services.advisor import advisor_spec
 from console.services.reports import REPORT_RUN_LEASE_S
 
 JOBS: Final = {
@@ -125,13 +126,9 @@ def failure_reason(lines: list[str], code: int | None) -> str:
 def _arguments(run: ReportRun, output_dir: Path) -> list[str]:
     """The job's own arguments: the report's thresholds, the advisor's candidates file."""
     if run.kind == ReportRun.Kind.ADVISOR:
-        from console.services.advisor import advisor_spec
-
         path = output_dir / "candidates.json"
         path.write_text(json.dumps(advisor_spec()))
         return ["--candidates", str(path)]
-    from console.selectors import pulsar_config_get
-
     pulsar = pulsar_config_get()
     options = {
         "maxMsgRate": pulsar.bundle_max_msg_rate,

@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db.models import Q, QuerySet
 
+from console.errors import ConsoleError
 from console.models import (
     AuditEvent,
     Broker,
 )
 from console.selectors.bundles import bundle_rows
-from console.services.errors import ConsoleError
 
 # The audit's filters: query parameter -> what it matches.
 AUDIT_FILTERS = {

@@ -15,6 +15,7 @@ from balancer.cycle import broker_life
 from balancer.placement.filters import anti_affinity_spread
 from balancer.stats import imbalance
 from console import loadstore
+from console.errors import ConsoleError
 from console.models import (
     AuditEvent,
     Broker,
@@ -26,7 +27,6 @@ from console.models import (
 )
 from console.selectors.config import balancer_config_get, cycle_config_get, pulsar_config_get
 from console.selectors.snapshot import broker_load_get, cluster_snapshot_get
-from console.services.errors import ConsoleError
 
 
 def broker_rankings() -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from django.db.models import Count, QuerySet
 from balancer.bundles import parse_bundle_name
 from balancer.errors import BalancerError
 from console import loadstore
+from console.errors import ConsoleError
 from console.models import (
     Broker,
     Bundle,
@@ -23,7 +24,6 @@ from console.models import (
 )
 from console.selectors.config import balancer_config_get, cycle_config_get
 from console.selectors.dashboard import cool_down_s
-from console.services.errors import ConsoleError
 
 
 def namespace_rows(contains: str = "") -> QuerySet[Namespace]:

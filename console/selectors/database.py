@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, close_old_connections
 
-from console.services.errors import ConsoleError
+from console.errors import ConsoleError
 
 T = TypeVar("T")
 

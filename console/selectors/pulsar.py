@@ -5,16 +5,77 @@ Pulsar's own balancing, how each broker was read.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from django.conf import settings
 
-from console.models import (
-    ClusterSample,
-    PulsarConnection,
-    PulsarMove,
-)
-from console.services.deadman import deadman_alive, deadman_limit_s
+from console.leases import DEADMAN, lease_held
+from console.models import BalancerConfig, ClusterSample, PulsarConnection, PulsarMove
+
+# An unloaded bundle no client has looked up this long after: recorded as unowned.
+UNOWNED_AFTER_S: Final = 300.0
+# An act call's own timeout (PulsarAdmin's act_timeout_s default) and a margin: a move still
+# "sending" after this was left by a worker that died mid-call.
+ACT_TIMEOUT_S: Final = 90.0
+# The loop interval when no balancer configuration is stored yet (BalancerConfig's default), s.
+DEFAULT_LOOP_S: Final = 10.0
+
+
+def move_expected_s(move: PulsarMove, observe_s: float) -> float:
+    """How long a move in flight may wait in its state before it is late (s), by the rules
+    that move it on: a queued move is sent at the next pass; a sending one within its call's
+    timeout; a verifying one is settled by the first observation after ``UNOWNED_AFTER_S``
+    at the latest (an unloaded bundle no client looked up). Each plus two passes."""
+    base = {
+        PulsarMove.State.QUEUED: 0.0,
+        PulsarMove.State.SENDING: ACT_TIMEOUT_S,
+        PulsarMove.State.VERIFYING: UNOWNED_AFTER_S,
+    }.get(PulsarMove.State(move.state), 0.0)
+    return base + 2 * observe_s
+
+
+def moves_late(connection: PulsarConnection, *, now: datetime, observe_s: float) -> list[str]:
+    """The moves in flight that waited longer than ``move_expected_s``, each in words with its
+    bundle, brokers, state and times (s), oldest first."""
+    late = []
+    for move in connection.moves.filter(state__in=PulsarMove.IN_FLIGHT).order_by("id"):
+        since = move.sent_at if move.state != PulsarMove.State.QUEUED else move.created_at
+        waited = (now - (since or move.created_at)).total_seconds()
+        expected = move_expected_s(move, observe_s)
+        if waited > expected:
+            to = move.destination or ("same broker" if move.kind == "split" else "Pulsar's choice")
+            where = f"{move.source} -> {to}"
+            late.append(
+                f"move #{move.pk} ({move.kind} of {move.bundle}, {where}) has been {move.state} "
+                f"for {waited:.0f} s, expected within {expected:.0f} s"
+                + (f": {move.outcome_reason.rstrip('; ')}" if move.outcome_reason else "")
+            )
+    return late
+
+
+def moves_in_flight(connection: PulsarConnection) -> int:
+    """Moves queued, being sent or awaiting verification."""
+    return connection.moves.filter(state__in=PulsarMove.IN_FLIGHT).count()
+
+
+def deadman_limit_s() -> float:
+    """The loop's silence after which control goes back to Pulsar (s): ``FULCRUM_DEADMAN_S``,
+    else 10 loop intervals — the configured one, or beat's wake-up
+    (``FULCRUM_TICK_INTERVAL_S``) when longer, since the tick cannot run more often — and never
+    under 3 of beat's intervals (a limit the loop cannot meet would hand control back at
+    once)."""
+    floor = 3.0 * settings.FULCRUM_TICK_INTERVAL_S
+    if settings.FULCRUM_DEADMAN_S is not None:
+        return max(float(settings.FULCRUM_DEADMAN_S), floor)
+    interval = BalancerConfig.objects.values_list("loop_interval_s", flat=True).first()
+    return max(
+        10.0 * max(float(interval or DEFAULT_LOOP_S), settings.FULCRUM_TICK_INTERVAL_S), floor
+    )
+
+
+def deadman_alive(now: datetime) -> bool:
+    """A dead-man holds its lease now (it checked within its lease's time)."""
+    return lease_held(DEADMAN, now)
 
 
 def pulsar_connection_attached() -> PulsarConnection | None:
@@ -113,10 +174,8 @@ def pulsar_trouble(
     """What is wrong with observing and acting on the attached cluster, for the Pulsar page:
     ``[{"kind", "text"}]`` with kind "no-observation" (none completed for two periods), "slow"
     (the last pass took longer than its period), "failing-calls" (admin calls failed in the
-    last pass), "late-moves" (moves waiting longer than ``executor.move_expected_s``); each
+    last pass), "late-moves" (moves waiting longer than ``move_expected_s``); each
     text names the brokers, calls and seconds."""
-    from console.services.executor import moves_late
-
     now = now or datetime.now(UTC)
     period = settings.FULCRUM_PULSAR_OBSERVE_S
     o = connection.observation or {}

@@ -9,10 +9,10 @@ from typing import Any, Final
 
 from django.conf import settings
 
+from console.errors import ConsoleError
 from console.models import (
     ReportRun,
 )
-from console.services.errors import ConsoleError
 
 REPORT_RESULTS: Final = (
     "broker_hours",
@@ -63,6 +63,4 @@ def report_results(
 
 def report_runs_running() -> bool:
     """A Spark run over the history is running now."""
-    from console.models import ReportRun
-
     return ReportRun.objects.filter(status=ReportRun.Status.RUNNING).exists()

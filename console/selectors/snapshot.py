@@ -20,9 +20,8 @@ from psycopg.abc import Buffer
 
 from balancer.bundle_table import BundleNames, BundleTable
 from balancer.errors import BalancerError
-from balancer.load import BrokerLoad
+from balancer.load import BrokerLoad, TopicLoad
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
-from balancer.splitting.algorithms import TopicLoad
 from balancer.wire import parse_broker
 from console import loadstore
 from console.models import (

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from console.errors import ConsoleError  # the services' error (a leaf module)
+
 if TYPE_CHECKING:
     from console.services.brokers import broker_state_preview, broker_state_set
     from console.services.bundles import (
@@ -19,12 +21,10 @@ if TYPE_CHECKING:
         bundle_unload_undo,
     )
     from console.services.config import shedding_pause_set
-    from console.services.errors import ConsoleError
     from console.services.ingest import load_report_ingest
     from console.services.shedding import shedding_tick_run
 
 _HOMES = {
-    "ConsoleError": "errors",
     "broker_state_preview": "brokers",
     "broker_state_set": "brokers",
     "bundle_last_move_undo": "bundles",
@@ -52,10 +52,12 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # mypy reads the imports above, and so checks every name used
+
+    def __getattr__(name: str) -> Any:
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+        globals()[name] = value
+        return value

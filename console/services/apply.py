@@ -37,6 +37,7 @@ from balancer.cycle import (
 from balancer.errors import BalancerError
 from balancer.names import SplitAlgorithmName
 from console import loadstore, metrics, realtime, selectors
+from console.errors import ConsoleError
 from console.models import (
     AuditEvent,
     Broker,
@@ -47,7 +48,6 @@ from console.models import (
     PulsarMove,
 )
 from console.services import executor
-from console.services.errors import ConsoleError
 
 
 def _figures(plan: CyclePlan, *brokers: str | None) -> dict[str, Any]:
@@ -518,7 +518,7 @@ def _apply_through_pulsar(
             kind=kind,
             why="the executor is stopped: Fulcrum sends no move to Pulsar",
         )
-    in_flight = executor.moves_in_flight(connection)
+    in_flight = selectors.moves_in_flight(connection)
     if moving and in_flight and actor is None:
         return _observe_only(
             plan,

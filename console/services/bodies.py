@@ -11,7 +11,7 @@ from typing import Any
 
 import jiter
 
-from console.services.errors import ConsoleError
+from console.errors import ConsoleError
 
 # jiter's words for a key given twice in one object, and for nesting past its limit (200 levels).
 _DUPLICATE_KEY = re.compile(r'Detected duplicate key "(.*)" at line \d+ column \d+$')

@@ -13,9 +13,9 @@ from balancer.cycle import CyclePlan, plan_activate, plan_drain
 from balancer.errors import BalancerError
 from console import selectors
 from console.access import actor_check
+from console.errors import ConsoleError
 from console.models import Broker, Decision
 from console.services.apply import plan_apply
-from console.services.errors import ConsoleError
 
 
 def broker_state_set(

@@ -30,10 +30,10 @@ from balancer.hashing import format_hash, topic_hash
 from balancer.registry import ENTRIES
 from console import selectors
 from console.access import actor_check
+from console.errors import ConsoleError
 from console.models import AuditEvent, Broker, Bundle, Decision, Namespace
 from console.selectors import bundle_rows
 from console.services.apply import plan_apply
-from console.services.errors import ConsoleError
 
 
 def _bundle(name: str) -> Bundle:

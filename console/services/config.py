@@ -19,9 +19,9 @@ from balancer.snapshot import ClusterSnapshot
 from balancer.wire import parse_snapshot
 from console import loadstore, selectors
 from console.access import actor_check
+from console.errors import ConsoleError
 from console.models import AuditEvent, BalancerConfig, Bundle, ConfigVersion, PulsarConnection
 from console.services.apply import operator_reason
-from console.services.errors import ConsoleError
 
 # The fields an operator may change, in the order the audit names them.
 EDITABLE = (

@@ -16,6 +16,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.db import transaction
 
+from console.errors import ConsoleError
 from console.models import AuditEvent, PulsarConnection
 from console.pulsar.admin import PulsarAdmin, PulsarAdminSetupError, tls_context
 from console.pulsar.auth import (
@@ -25,7 +26,6 @@ from console.pulsar.auth import (
     TokenFile,
     TokenSource,
 )
-from console.services.errors import ConsoleError
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

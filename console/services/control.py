@@ -17,14 +17,14 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from console import metrics
+from console import metrics, selectors
 from console.access import actor_check
+from console.errors import ConsoleError
 from console.models import AuditEvent, BalancerConfig, PulsarConnection
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.pulsar.release import changes_of, restore, restored_said
 from console.services import executor
 from console.services.connections import admin_for, connection_get, connection_mode_set
-from console.services.errors import ConsoleError
 
 SHEDDING: Final = "loadBalancerSheddingEnabled"
 AUTO_SPLIT: Final = "loadBalancerAutoBundleSplitEnabled"
@@ -75,7 +75,7 @@ def control_preview(connection_id: int, action: str = "") -> dict[str, Any]:
         "mode": connection.mode,
         "action": action,
         "changes": changes,
-        "inFlight": executor.moves_in_flight(connection),
+        "inFlight": selectors.moves_in_flight(connection),
         "conflict": connection.conflict,
     }
 

@@ -11,9 +11,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.access import actor_check
+from console.errors import ConsoleError
 from console.models import AuditEvent, Broker, BrokerCredential
 from console.selectors import credential_cache_clear
-from console.services.errors import ConsoleError
 
 TOKEN_PREFIX = "fbt_"
 

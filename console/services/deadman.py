@@ -27,7 +27,7 @@ and the values to restore) and the last tick it saw, restores Pulsar from memory
 silence passes the limit, and records it when the database answers again. Off by default: a
 dead-man cut off alone from the database would hand control back while the loop still runs.
 
-Imports only the light modules (``services.connections``, ``services.leases``,
+Imports only the light modules (``services.connections``, ``console.leases``,
 ``console.pulsar``, the models): the process stays small.
 """
 
@@ -46,36 +46,15 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from console import metrics
-from console.models import AuditEvent, BalancerConfig, ClusterSample, PulsarConnection
+from console.errors import ConsoleError
+from console.leases import DEADMAN, lease_claim, lease_renew
+from console.models import AuditEvent, ClusterSample, PulsarConnection
 from console.pulsar.release import changes_of, restore, restored_said
+from console.selectors.pulsar import deadman_limit_s
 from console.services.connections import admin_for, connection_mode_set
-from console.services.errors import ConsoleError
-from console.services.leases import DEADMAN, lease_claim, lease_held, lease_renew
 
 log = logging.getLogger(__name__)
 BY: Final = "the dead-man"
-# The loop interval when no balancer configuration is stored yet (BalancerConfig's default), s.
-DEFAULT_LOOP_S: Final = 10.0
-
-
-def deadman_limit_s() -> float:
-    """The loop's silence after which control goes back to Pulsar (s): ``FULCRUM_DEADMAN_S``,
-    else 10 loop intervals — the configured one, or beat's wake-up
-    (``FULCRUM_TICK_INTERVAL_S``) when longer, since the tick cannot run more often — and never
-    under 3 of beat's intervals (a limit the loop cannot meet would hand control back at
-    once)."""
-    floor = 3.0 * settings.FULCRUM_TICK_INTERVAL_S
-    if settings.FULCRUM_DEADMAN_S is not None:
-        return max(float(settings.FULCRUM_DEADMAN_S), floor)
-    interval = BalancerConfig.objects.values_list("loop_interval_s", flat=True).first()
-    return max(
-        10.0 * max(float(interval or DEFAULT_LOOP_S), settings.FULCRUM_TICK_INTERVAL_S), floor
-    )
-
-
-def deadman_alive(now: datetime) -> bool:
-    """A dead-man holds its lease now (it checked within its lease's time)."""
-    return lease_held(DEADMAN, now)
 
 
 @dataclass

@@ -25,22 +25,24 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from balancer import bundles as bundle_ops
+from balancer.cycle import ActionKind, plan_unload, reassign
+from balancer.decisions import Reason
 from balancer.errors import BalancerError
-from console import metrics, realtime
+from console import metrics, realtime, selectors
 from console.access import actor_check
+from console.celery import app
+from console.errors import ConsoleError
 from console.models import AuditEvent, Broker, PulsarConnection, PulsarMove
 from console.pulsar.admin import PulsarAdmin, PulsarAdminError
 from console.pulsar.observe import Observation, affinity_by_range, supports_destination
+from console.selectors.pulsar import UNOWNED_AFTER_S
 from console.services.connections import connection_get
-from console.services.errors import ConsoleError
 
 log = logging.getLogger(__name__)
 
 # A bundle still on its source this long after Pulsar answered 204 did not move (Pulsar waits up
 # to namespaceBundleUnloadingTimeoutMs, 60 s by default, before it answers).
 STILL_ON_SOURCE_S: Final = 60.0
-# An unloaded bundle no client has looked up this long after: recorded as unowned.
-UNOWNED_AFTER_S: Final = 300.0
 IN_FLIGHT: Final = PulsarMove.IN_FLIGHT
 # A queued move not sent within this long is dropped: the plan it came from is stale.
 QUEUED_TTL_S: Final = 120.0
@@ -57,46 +59,6 @@ NO_BOUNDARY: Final = re.compile(r"not found under namespace", re.IGNORECASE)
 # next pass, once its owner is checked again, at most this many sends in all; bounded so that a
 # broker that cannot be reached costs at most three passes, not QUEUED_TTL_S of retries.
 MAX_SEND_ATTEMPTS: Final = 3
-# An act call's own timeout (PulsarAdmin's act_timeout_s default) and a margin: a move still
-# "sending" after this was left by a worker that died mid-call.
-ACT_TIMEOUT_S: Final = 90.0
-
-
-def move_expected_s(move: PulsarMove, observe_s: float) -> float:
-    """How long a move in flight may wait in its state before it is late (s), by the rules
-    that move it on: a queued move is sent at the next pass; a sending one within its call's
-    timeout; a verifying one is settled by the first observation after ``UNOWNED_AFTER_S``
-    at the latest (an unloaded bundle no client looked up). Each plus two passes."""
-    base = {
-        PulsarMove.State.QUEUED: 0.0,
-        PulsarMove.State.SENDING: ACT_TIMEOUT_S,
-        PulsarMove.State.VERIFYING: UNOWNED_AFTER_S,
-    }.get(PulsarMove.State(move.state), 0.0)
-    return base + 2 * observe_s
-
-
-def moves_late(connection: PulsarConnection, *, now: datetime, observe_s: float) -> list[str]:
-    """The moves in flight that waited longer than ``move_expected_s``, each in words with its
-    bundle, brokers, state and times (s), oldest first."""
-    late = []
-    for move in connection.moves.filter(state__in=IN_FLIGHT).order_by("id"):
-        since = move.sent_at if move.state != PulsarMove.State.QUEUED else move.created_at
-        waited = (now - (since or move.created_at)).total_seconds()
-        expected = move_expected_s(move, observe_s)
-        if waited > expected:
-            to = move.destination or ("same broker" if move.kind == "split" else "Pulsar's choice")
-            where = f"{move.source} -> {to}"
-            late.append(
-                f"move #{move.pk} ({move.kind} of {move.bundle}, {where}) has been {move.state} "
-                f"for {waited:.0f} s, expected within {expected:.0f} s"
-                + (f": {move.outcome_reason.rstrip('; ')}" if move.outcome_reason else "")
-            )
-    return late
-
-
-def moves_in_flight(connection: PulsarConnection) -> int:
-    """Moves queued, being sent or awaiting verification."""
-    return connection.moves.filter(state__in=IN_FLIGHT).count()
 
 
 def moves_queue(
@@ -120,9 +82,8 @@ def moves_queue(
             ) from None
         realtime.publish(realtime.BUNDLE_MOVED, event.summary())
     if moves:
-        from console.celery import app  # the Celery app, not a task module: services never
-
-        # import tasks; by name, on the route of settings.CELERY_TASK_ROUTES.
+        # The Celery app, not a task module (services never import tasks): by name, on the
+        # route of settings.CELERY_TASK_ROUTES.
         transaction.on_commit(lambda: app.send_task("console.tasks.pulsar_sync"))
 
 
@@ -380,10 +341,9 @@ def _unstick(connection: PulsarConnection, now: datetime, act_timeout_s: float) 
 def _owners(bundles: list[str]) -> dict[str, str | None]:
     """bundle -> owner name (None: unowned) in the metadata store (the last observation);
     absent: no such bundle any more."""
-    from console.selectors import bundle_rows
-
     return {
-        name: (row.owner.name if row.owner else None) for name, row in bundle_rows(bundles).items()
+        name: (row.owner.name if row.owner else None)
+        for name, row in selectors.bundle_rows(bundles).items()
     }
 
 
@@ -450,10 +410,6 @@ class _Replanner:
             return f"{gone}, and no other destination could be planned ({exc})"[:500], ""
 
     def _replan(self, move: PulsarMove, gone: str) -> tuple[str, str]:
-        from balancer.cycle import ActionKind, plan_unload, reassign
-        from balancer.decisions import Reason
-        from console import selectors
-
         if self.inputs is None:
             config = selectors.balancer_config_get()
             self.inputs = (

@@ -26,9 +26,9 @@ from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
 from balancer.load import LONG_TERM_SAMPLES, SHORT_TERM_SAMPLES, time_average_columns
 from console import loadstore, metrics, realtime, selectors
+from console.errors import ConsoleError
 from console.models import Broker, LoadReport
 from console.services.bodies import body_size_check, json_body
-from console.services.errors import ConsoleError
 
 INT64_MAX = 2**63 - 1
 # Rates and throughputs above this are not a broker's (1 Pmsg/s, 1 PB/s).

@@ -16,8 +16,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from console import loadstore, metrics, realtime, selectors
+from console import leases, loadstore, metrics, realtime, selectors
 from console.access import actor_check
+from console.errors import ConsoleError
+from console.leases import lease_kept
 from console.models import (
     AuditEvent,
     BalancerConfig,
@@ -39,12 +41,10 @@ from console.pulsar.observe import (
     observe,
     report_document,
 )
-from console.services import executor, leases
+from console.services import executor
 from console.services.connections import admin_for, token_encrypt
 from console.services.control import AUTO_SPLIT, control_conflict_check, control_take
-from console.services.errors import ConsoleError
 from console.services.ingest import load_reports_ingest
-from console.services.leases import lease_kept
 
 log = logging.getLogger(__name__)
 
@@ -421,7 +421,7 @@ def pulsar_sync_run(*, now: datetime | None = None) -> dict[str, Any] | None:
     metrics.PULSAR_OBSERVED.set(now.timestamp())
     metrics.PULSAR_MOVES_LATE.set(
         len(
-            executor.moves_late(
+            selectors.moves_late(
                 connection, now=timezone.now(), observe_s=settings.FULCRUM_PULSAR_OBSERVE_S
             )
         )

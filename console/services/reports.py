@@ -10,11 +10,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from console import leases, realtime
 from console.access import actor_check
+from console.celery import app
+from console.errors import ConsoleError
+from console.leases import lease_held
 from console.models import AuditEvent, Lease, ReportRun
-from console.services import leases
-from console.services.errors import ConsoleError
-from console.services.leases import lease_held
 
 REPORT_TASK = "console.tasks.report_run"
 # A run may wait this long for a report worker before it is declared lost (no other run can be
@@ -95,8 +96,6 @@ def report_run_request(*, actor: Any, kind: str = ReportRun.Kind.REPORT) -> Repo
             running (one run of a kind at a time).
     """
     actor_check(actor)
-    from console.celery import app
-
     if kind not in ReportRun.Kind.values:
         raise ConsoleError(
             f"unknown run kind {kind!r}; one of {', '.join(ReportRun.Kind.values)}", field="kind"
@@ -141,8 +140,6 @@ def report_run_cancel(run_id: int, *, actor: Any) -> ReportRun:
         run.cancel_requested = True
         run.save()
         _audit(run, actor, f"operator cancelled the {run.kind} run")
-    from console import realtime
-
     realtime.publish(
         realtime.REPORT_CHANGED, {"id": run.pk, "kind": run.kind, "status": run.status}
     )

@@ -24,11 +24,10 @@ from balancer.load import ResourceWeights
 from balancer.simulator.replay import owner_changes
 from balancer.snapshot import ClusterSnapshot
 from balancer.wire import snapshot_document
-from console import loadstore, metrics, realtime, selectors
+from console import leases, loadstore, metrics, realtime, selectors
+from console.leases import lease_claim, lease_release, lease_renew
 from console.models import AuditEvent, ClusterSample, Decision
-from console.services import leases
 from console.services.apply import plan_apply
-from console.services.leases import lease_claim, lease_release, lease_renew
 
 log = logging.getLogger(__name__)
 # The tick's lease (s): planning renews it before applying; a killed worker's runs out this soon.

@@ -14,8 +14,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.access import OPERATORS_GROUP, role_of
+from console.errors import ConsoleError
 from console.models import AuditEvent
-from console.services.errors import ConsoleError
 
 ROLES = ("viewer", "operator", "admin")
 

@@ -475,7 +475,7 @@ def test_numbers_in_words():
 
 
 def test_the_guard_keeps_unloads_that_can_spread_their_group():
-    from balancer.shedding.guarded import shed_guarded
+    from balancer.cycle.guard import shed_guarded
 
     snap = scenarios.scale_out_5_to_10()
     grouped = ClusterSnapshot(
@@ -801,7 +801,7 @@ def test_an_operators_automatic_unload_lists_the_brokers_the_filters_removed():
 def topic_snapshot():
     """One bundle with five topics whose owner reported their stats (hashes × 0x1000000:
     10, 20, 35, 65, 70 — the PULSAR.md §10.2 example less one)."""
-    from balancer.splitting.algorithms import TopicLoad
+    from balancer.load import TopicLoad
 
     name = "t/ns/0x00000000_0x80000000"
     hashes = [0x10, 0x20, 0x35, 0x65, 0x70]

@@ -7,15 +7,11 @@ from hypothesis import strategies as st
 
 from balancer import bundles as b
 from balancer.config import PulsarConfig
-from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage
+from balancer.load import BrokerLoad, BundleLoad, MessageRates, ResourceUsage, TopicLoad
 from balancer.placement.place import place
 from balancer.registry import SHEDDERS, config_class
 from balancer.snapshot import ClusterSnapshot, NamespacePolicy
-from balancer.splitting.algorithms import (
-    TopicLoad,
-    flow_or_qps_equally_divide,
-    topic_count_equally_divide,
-)
+from balancer.splitting.algorithms import flow_or_qps_equally_divide, topic_count_equally_divide
 
 HASH = st.integers(min_value=0, max_value=0xFFFFFFFF)
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

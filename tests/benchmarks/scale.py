@@ -354,7 +354,7 @@ def drain_busiest() -> tuple[Any, tuple[str, int]]:
         Broker.objects.annotate(n=Count("bundles")).order_by("-n").values_list("name", "n").first()
     )
     assert busiest is not None
-    from console.services.errors import ConsoleError
+    from console.errors import ConsoleError
 
     now = timezone.now()
     for attempt in range(10):

@@ -373,8 +373,8 @@ def test_audit_filters_search_pages_and_csv(owned, operator_client, client, oper
     assert "NUL" in nul.json()["error"]["message"]
     assert operator_client.get("/api/brokers/a%00b/history/").status_code == 400
     assert client.get("/brokers/a%00b/").status_code == 400
+    from console.errors import ConsoleError
     from console.selectors import audit_events
-    from console.services.errors import ConsoleError
 
     with pytest.raises(ConsoleError, match="NUL"):
         audit_events({"broker": "a\x00"})
@@ -593,10 +593,10 @@ def test_config_refusals_name_the_field_and_write_nothing(owned, operator_client
 def test_services_refuse_viewers_themselves_not_only_the_api(owned, viewer, operator):
     from django.test import override_settings
 
+    from console.errors import ConsoleError
     from console.services import broker_state_set, bundle_split, bundle_unload
     from console.services.config import config_rollback, config_save, shedding_pause_set
     from console.services.credentials import credential_revoke, credential_rotate
-    from console.services.errors import ConsoleError
     from console.services.reports import report_run_request
 
     refused = [

@@ -3,11 +3,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from balancer.hashing import topic_hash
+from console.errors import ConsoleError
+from console.leases import TICK as TICK_LOCK
+from console.leases import lease_claim
 from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision
 from console.services import bundle_lookup, bundle_unload, shedding_tick_run
-from console.services.errors import ConsoleError
-from console.services.leases import TICK as TICK_LOCK
-from console.services.leases import lease_claim
 from tests.conftest import MIB, bundle_load, ingest, report
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

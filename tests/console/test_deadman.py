@@ -12,7 +12,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import OperationalError
 
-from console.services.deadman import DeadmanMemory, deadman_check, deadman_limit_s
+from console.selectors.pulsar import deadman_limit_s
+from console.services.deadman import DeadmanMemory, deadman_check
 
 SHEDDING = "loadBalancerSheddingEnabled"
 
@@ -167,7 +168,7 @@ def test_a_release_pulsar_refuses_is_tried_again_and_undone_if_the_loop_comes_ba
 
 
 def test_one_dead_man_acts_at_a_time_and_its_lease_is_its_heartbeat(pulsar_world, settings):
-    from console.services.deadman import deadman_alive
+    from console.selectors.pulsar import deadman_alive
 
     settings.FULCRUM_DEADMAN_S = 10
     settings.FULCRUM_DEADMAN_CHECK_S = 5

@@ -10,9 +10,9 @@ from rest_framework.test import APIClient
 
 from balancer.simulator.replay import observed_moves
 from console import selectors
+from console.errors import ConsoleError
 from console.models import Broker, Bundle
 from console.services.config import control_evidence
-from console.services.errors import ConsoleError
 from console.services.shedding import replay_record
 from tests.conftest import MIB, ingest, report
 

@@ -15,9 +15,9 @@ from rest_framework.test import APIClient
 
 from console import loadstore
 from console.api import ingest_asgi
+from console.errors import ConsoleError
 from console.models import Broker, Bundle
 from console.services import ingest as ingest_service
-from console.services.errors import ConsoleError
 from tests.conftest import ingest, report
 from tests.console.test_ingest import BUNDLE, POISON
 

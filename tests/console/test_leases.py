@@ -1,4 +1,4 @@
-"""Leases kept while their work runs (console/services/leases.py ``lease_kept``): renewed from a
+"""Leases kept while their work runs (console/leases.py ``lease_kept``): renewed from a
 thread, so that a short lease covers long work, and a holder that dies keeps the others out for
 at most the lease's time to live."""
 
@@ -8,7 +8,7 @@ import time
 
 from django.utils import timezone
 
-from console.services.leases import lease_claim, lease_held, lease_kept
+from console.leases import lease_claim, lease_held, lease_kept
 
 
 def test_a_kept_lease_outlives_its_time_to_live_while_its_work_runs(transactional_db):

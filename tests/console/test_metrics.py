@@ -29,9 +29,9 @@ def scrape(client, **headers) -> dict:
 
 
 def test_metrics_after_an_ingest_a_tick_and_an_unload(cluster, operator, client):
+    from console.errors import ConsoleError
     from console.models import Bundle
     from console.services import bundle_unload, shedding_tick_run
-    from console.services.errors import ConsoleError
 
     # The hot cluster of test_balancing: the tick unloads three bundles from broker-1.
     own_all(lambda i: "broker-1" if i < 6 else ("broker-2" if i < 7 else "broker-3"))

@@ -18,11 +18,11 @@ from balancer.cli import main as cli
 from balancer.wire import safety_document, snapshot_document
 from console import loadstore, selectors
 from console.access import OPERATORS_GROUP
+from console.errors import ConsoleError
+from console.leases import TICK as TICK_LOCK
+from console.leases import lease_claim
 from console.models import AuditEvent, Broker, Bundle, ClusterSample, Decision, Lease, ReportRun
 from console.services import shedding_tick_run
-from console.services.errors import ConsoleError
-from console.services.leases import TICK as TICK_LOCK
-from console.services.leases import lease_claim
 from tests.conftest import bundle_load, ingest, report
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -166,13 +166,13 @@ def test_a_killed_ticks_lease_expires_after_one_interval(cluster):
     assert shedding_tick_run(now=NOW + timedelta(seconds=5)) is None
     assert shedding_tick_run(now=NOW + timedelta(seconds=11)) is not None
     # Only the holder releases: a stranger's release leaves the lease alone.
-    from console.services.leases import lease_release
+    from console.leases import lease_release
 
     assert lease_claim(TICK_LOCK, "holder", NOW + timedelta(seconds=30), 10)
     lease_release(TICK_LOCK, "stranger", NOW + timedelta(seconds=31))
     assert Lease.objects.get(name=TICK_LOCK).holder == "holder"
     # A holder renews only while its lease is valid: once expired, it has lost it.
-    from console.services.leases import lease_renew
+    from console.leases import lease_renew
 
     assert lease_renew(TICK_LOCK, "holder", NOW + timedelta(seconds=35), 10)
     assert not lease_renew(TICK_LOCK, "holder", NOW + timedelta(seconds=46), 10)
@@ -279,8 +279,8 @@ def test_a_refused_configuration_never_stops_the_loop(cluster, field, value):
 
 
 def test_one_report_run_at_a_time_and_dead_runs_are_failed(cluster, operator, settings):
-    from console.services.leases import lease_claim
-    from console.services.leases import report_run as report_run_lease
+    from console.leases import lease_claim
+    from console.leases import report_run as report_run_lease
     from console.services.reports import (
         REPORT_RUN_LEASE_S,
         report_run_request,

@@ -34,8 +34,8 @@ def test_pulsar_s_shedding_back_on_stops_the_executor_until_an_admin_decides(
     pulsar_world, admin_client
 ):
     from console import metrics
+    from console.errors import ConsoleError
     from console.models import AuditEvent, PulsarConnection, PulsarMove
-    from console.services.errors import ConsoleError
     from console.services.executor import executor_set
     from console.services.pulsar import pulsar_sync_run
 

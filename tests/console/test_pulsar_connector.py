@@ -424,9 +424,9 @@ def test_the_beat_task_observes_only_when_a_cluster_is_attached(settings, db, mo
 def test_attached_to_pulsar_the_balancer_records_its_plans_and_applies_none(cluster, operator):
     """Observe-only: the tick's plan is a decision that moved nothing; an operator's move is
     refused with the reason."""
+    from console.errors import ConsoleError
     from console.models import AuditEvent, Bundle, Decision
     from console.services import bundle_unload, shedding_tick_run
-    from console.services.errors import ConsoleError
     from tests.conftest import ingest, report
 
     brokers = ["broker-1", "broker-2", "broker-3"]

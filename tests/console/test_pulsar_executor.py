@@ -292,9 +292,9 @@ def moves():
 
 
 def test_taking_control_turns_pulsar_s_shedding_off_and_releasing_restores_it(pulsar, admin_user):
+    from console.errors import ConsoleError
     from console.models import AuditEvent, BalancerConfig
     from console.services.control import control_preview, control_release, control_take
-    from console.services.errors import ConsoleError
 
     pulsar.overrides["loadBalancerAutoBundleSplitEnabled"] = "false"  # an operator's own choice
     BalancerConfig.objects.update(is_auto_split_enabled=True)  # Fulcrum splits: auto-split off
@@ -337,9 +337,9 @@ def test_taking_control_turns_pulsar_s_shedding_off_and_releasing_restores_it(pu
 def test_a_key_pulsar_refuses_rolls_back_the_others_and_an_operator_cannot_take_control(
     pulsar, admin_user, operator
 ):
+    from console.errors import ConsoleError
     from console.models import BalancerConfig
     from console.services.control import control_take
-    from console.services.errors import ConsoleError
 
     BalancerConfig.objects.update(is_auto_split_enabled=True)
     pulsar.refuse_config = True
@@ -550,7 +550,7 @@ def test_the_executor_keeps_the_cap_and_stopping_it_cancels_what_is_queued(
     assert [(m.state, m.outcome) for m in moves()] == [("verifying", ""), ("done", "cancelled")]
     assert "stopped by alice" in moves()[1].outcome_reason
     # Stopped: the operator's next move is refused, and the tick sends nothing.
-    from console.services.errors import ConsoleError
+    from console.errors import ConsoleError
 
     with pytest.raises(ConsoleError) as refused:
         bundle_unload(name(0x80000000, 0xC0000000), actor=operator, force=True)
@@ -712,8 +712,8 @@ def test_attaching_another_cluster_forgets_the_one_shown_before(pulsar, admin_us
 
 
 def test_a_second_move_of_a_bundle_waits_for_the_first(pulsar, admin_user, operator):
+    from console.errors import ConsoleError
     from console.services import bundle_unload
-    from console.services.errors import ConsoleError
 
     take_control(pulsar, admin_user)
     bundle = name(0, 0x40000000)
@@ -832,11 +832,11 @@ def test_a_namespace_pulsar_no_longer_lists_is_forgotten(pulsar):
 
 
 def test_one_pass_at_a_time_and_control_only_of_the_attached_cluster(pulsar, admin_user):
+    from console.errors import ConsoleError
+    from console.leases import PULSAR_SYNC as SYNC_LOCK
+    from console.leases import lease_claim, lease_release
     from console.models import PulsarConnection
     from console.services.control import control_take
-    from console.services.errors import ConsoleError
-    from console.services.leases import PULSAR_SYNC as SYNC_LOCK
-    from console.services.leases import lease_claim, lease_release
     from console.services.pulsar import sync_lease_s
 
     assert lease_claim(SYNC_LOCK, "other", timezone.now(), sync_lease_s())

@@ -607,9 +607,9 @@ def test_a_token_source_is_kept_between_passes(db, issuer, tmp_path):
 
 
 def test_a_connection_authenticates_one_way_and_says_which_field_is_wrong(db, tmp_path):
+    from console.errors import ConsoleError
     from console.models import PulsarConnection
     from console.services.connections import admin_for, connection_auth
-    from console.services.errors import ConsoleError
 
     token_file = tmp_path / "t"
     token_file.write_text("x")

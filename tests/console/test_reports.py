@@ -111,7 +111,7 @@ def test_a_failing_job_says_why_and_a_cancelled_one_stops(cluster, tmp_path, set
 
 
 def test_runs_of_one_kind_one_at_a_time_and_a_queued_one_cancels_at_once(cluster, operator):
-    from console.services.errors import ConsoleError
+    from console.errors import ConsoleError
     from console.services.reports import report_run_cancel, report_run_request
 
     report = report_run_request(actor=operator)
@@ -377,9 +377,9 @@ def test_a_running_job_keeps_its_lease_and_gives_it_back(cluster, tmp_path, sett
 
     from django.utils import timezone
 
+    from console.leases import lease_held
+    from console.leases import report_run as report_run_lease
     from console.models import Lease
-    from console.services.leases import lease_held
-    from console.services.leases import report_run as report_run_lease
     from console.services.reports import report_runs_reap
 
     seed_history()
@@ -417,8 +417,8 @@ def test_a_run_whose_worker_died_is_failed_at_the_next_reap_and_frees_its_kind(c
     lease is still held, or that started within a lease's time, is left running."""
     from django.utils import timezone
 
-    from console.services.leases import lease_claim
-    from console.services.leases import report_run as report_run_lease
+    from console.leases import lease_claim
+    from console.leases import report_run as report_run_lease
     from console.services.reports import (
         REPORT_RUN_LEASE_S,
         report_run_request,

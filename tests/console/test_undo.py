@@ -35,9 +35,9 @@ def moved(operator) -> tuple[str, int]:
 
 
 def test_an_undo_moves_the_bundle_back_through_the_vetoes_and_links_the_move(cluster, operator):
+    from console.errors import ConsoleError
     from console.models import AuditEvent, Bundle
     from console.services import bundle_unload_undo
-    from console.services.errors import ConsoleError
 
     bundle, audit = moved(operator)
     preview = bundle_unload_undo(audit, actor=operator, preview=True)
@@ -80,9 +80,9 @@ def test_an_undo_moves_the_bundle_back_through_the_vetoes_and_links_the_move(clu
 
 
 def test_undo_refusals_say_why(cluster, operator, viewer, settings):
+    from console.errors import ConsoleError
     from console.models import AuditEvent, Broker, Bundle
     from console.services import bundle_unload_undo
-    from console.services.errors import ConsoleError
 
     _, audit = moved(operator)
 

@@ -7,8 +7,8 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
 from console.access import is_operator, role_of
+from console.errors import ConsoleError
 from console.models import AuditEvent
-from console.services.errors import ConsoleError
 from console.services.users import user_role_set, users_list
 
 

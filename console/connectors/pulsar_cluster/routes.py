@@ -17,9 +17,9 @@ from balancer.bundles import BundleRange, bundle_index_for, split_boundaries
 from balancer.config import PulsarConfig
 from balancer.errors import BalancerError
 from balancer.hashing import format_hash, topic_hash
+from balancer.load import TopicLoad
 from balancer.names import SplitAlgorithmName
 from balancer.registry import get_split_algorithm
-from balancer.splitting.algorithms import TopicLoad
 from console.connectors.pulsar_cluster.common import (
     _RANGE,
     CONFIG,

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from console.errors import ConsoleError
 from console.services.credentials import credential_revoke, credential_rotate
-from console.services.errors import ConsoleError
 
 
 class Command(BaseCommand):

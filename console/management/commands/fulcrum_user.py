@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from console.services.errors import ConsoleError
+from console.errors import ConsoleError
 from console.services.users import ROLES, user_role_set
 
 

@@ -10,10 +10,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from console.errors import ConsoleError
 from console.models import PulsarConnection
 from console.pulsar.release import changes_of
 from console.services.control import control_release
-from console.services.errors import ConsoleError
 
 
 class Command(BaseCommand):

@@ -3,8 +3,8 @@ import pytest
 from balancer.bundles import BundleRange
 from balancer.config import PulsarConfig
 from balancer.errors import BalancerError
+from balancer.load import TopicLoad
 from balancer.splitting.algorithms import (
-    TopicLoad,
     flow_or_qps_equally_divide,
     range_equally_divide_split,
     specified_positions_divide,
