@@ -21,7 +21,13 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from balancer.cycle.model import Action, ActionKind, CyclePlan
+from balancer.cycle.model import (
+    BrokerStateAction,
+    CyclePlan,
+    PlaceAction,
+    SplitAction,
+    UnloadAction,
+)
 from balancer.errors import BalancerError
 from balancer.units import Seconds
 
@@ -59,19 +65,19 @@ class Sink(Protocol):
     """What ``apply_plan`` hands each planned action to. Each method compares the plan's
     expectation with what the sink holds and sets it if it still holds (never twice)."""
 
-    def unload(self, action: Action) -> Verdict:
+    def unload(self, action: UnloadAction) -> Verdict:
         """The bundle leaves ``action.source`` (its owner now: nobody)."""
 
-    def place(self, action: Action, unload: Action | None) -> Verdict:
+    def place(self, action: PlaceAction, unload: UnloadAction | None) -> Verdict:
         """The bundle goes to ``action.destination``; ``unload`` is the unload applied before it
         in this plan (a move), None for a bundle nobody owned."""
 
-    def split(self, action: Action) -> Verdict:
+    def split(self, action: SplitAction) -> Verdict:
         """The bundle, owned by ``action.source``, is cut at ``action.boundaries``."""
 
-    def broker_state(self, action: Action) -> Verdict:
-        """The broker ``action.target`` goes from state ``action.source`` to
-        ``action.destination``."""
+    def broker_state(self, action: BrokerStateAction) -> Verdict:
+        """The broker ``action.target`` goes from state ``action.previous`` to
+        ``action.state``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +86,8 @@ class Move:
     may be None: a placement of a bundle nobody owned; an unload no broker could take (it stays
     unowned until a lookup places it)."""
 
-    unload: Action | None
-    place: Action | None
+    unload: UnloadAction | None
+    place: PlaceAction | None
 
     @property
     def bundle(self) -> str:
@@ -92,7 +98,7 @@ class Move:
 
 
 # One accepted change: a move, or a split or broker-state action as planned.
-Change = Move | Action
+Change = Move | SplitAction | BrokerStateAction
 
 
 class StalePlan(BalancerError):
@@ -134,15 +140,15 @@ def apply_plan(plan: CyclePlan, sink: Sink, *, refuse_stale: bool = False) -> Ap
     """
     applied = Applied()
     skipped: set[str] = set()
-    unloads: dict[str, Action] = {}  # accepted, waiting for the placement that follows them
+    unloads: dict[str, UnloadAction] = {}  # accepted, waiting for the placement that follows
     for action in plan.planned():
-        if action.target in skipped and action.kind != ActionKind.BROKER_STATE:
+        if action.target in skipped and not isinstance(action, BrokerStateAction):
             continue
-        if action.kind == ActionKind.UNLOAD:
+        if isinstance(action, UnloadAction):
             verdict = sink.unload(action)
-        elif action.kind == ActionKind.PLACE:
+        elif isinstance(action, PlaceAction):
             verdict = sink.place(action, unloads.get(action.target))
-        elif action.kind == ActionKind.SPLIT:
+        elif isinstance(action, SplitAction):
             verdict = sink.split(action)
         else:
             verdict = sink.broker_state(action)
@@ -155,9 +161,9 @@ def apply_plan(plan: CyclePlan, sink: Sink, *, refuse_stale: bool = False) -> Ap
             skipped.add(action.target)
         elif isinstance(verdict, Left):
             skipped.add(action.target)
-        elif action.kind == ActionKind.UNLOAD:
+        elif isinstance(action, UnloadAction):
             unloads[action.target] = action
-        elif action.kind == ActionKind.PLACE:
+        elif isinstance(action, PlaceAction):
             applied.changes.append(Move(unloads.pop(action.target, None), action))
         else:
             applied.changes.append(action)
@@ -188,7 +194,7 @@ class OwnersSink:
         self.now = now
         self.unloads = 0
 
-    def unload(self, action: Action) -> Verdict:
+    def unload(self, action: UnloadAction) -> Verdict:
         """Unowned, if ``action.source`` still owns it."""
         owner = self.owners.get(action.target)
         if owner != action.source:
@@ -198,7 +204,7 @@ class OwnersSink:
         self.unloads += 1
         return None
 
-    def place(self, action: Action, unload: Action | None) -> Verdict:
+    def place(self, action: PlaceAction, unload: UnloadAction | None) -> Verdict:
         """Owned by ``action.destination``, if nobody owns it."""
         owner = self.owners.get(action.target)
         if action.destination is None or owner is not None:
@@ -206,11 +212,11 @@ class OwnersSink:
         self.owners[action.target] = action.destination
         return None
 
-    def split(self, action: Action) -> Verdict:
+    def split(self, action: SplitAction) -> Verdict:
         """Left: the map holds no bundle boundaries."""
         return LEFT
 
-    def broker_state(self, action: Action) -> Verdict:
+    def broker_state(self, action: BrokerStateAction) -> Verdict:
         """Left: the map holds no broker states."""
         return LEFT
 

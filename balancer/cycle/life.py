@@ -7,7 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from balancer import explain
-from balancer.cycle.model import Action, ActionKind, CycleConfig, Metric
+from balancer.cycle.model import (
+    Action,
+    ActionKind,
+    BrokerStateAction,
+    CycleConfig,
+    Metric,
+    UnloadAction,
+)
 from balancer.decisions import Reason
 from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot
@@ -34,7 +41,7 @@ def _life_cycle_unloads(
     draining: set[str],
     now: Seconds,
     safety: SafetyConfig,
-) -> list[Action]:
+) -> list[UnloadAction]:
     """Unload every bundle of a lost or draining broker (mandatory: no veto applies)."""
     out = []
     lost_set = set(lost)
@@ -53,21 +60,22 @@ def _life_cycle_unloads(
         for bundle in snapshot.owned_by(name):
             load = snapshot.bundles[bundle].short_term.throughput
             out.append(
-                Action(
-                    ActionKind.UNLOAD,
-                    bundle,
-                    name,
-                    None,
-                    str(reason),
-                    f"{why}; {explain.metric('msgThroughput', load)} to re-place",
-                    Metric("msgThroughput", load, "bytes/s"),
+                UnloadAction(
+                    target=bundle,
+                    source=name,
+                    destination=None,
+                    reason=str(reason),
+                    explanation=f"{why}; {explain.metric('msgThroughput', load)} to re-place",
+                    metric=Metric("msgThroughput", load, "bytes/s"),
                     strategy="lifecycle",
                 )
             )
     return out
 
 
-def _drained(snapshot: ClusterSnapshot, actions: list[Action], lost: Sequence[str]) -> list[Action]:
+def _drained(
+    snapshot: ClusterSnapshot, actions: list[Action], lost: Sequence[str]
+) -> list[BrokerStateAction]:
     """A draining broker whose every bundle leaves this cycle (or that has none) is drained."""
     out = []
     placed = {a.target for a in actions if a.kind == ActionKind.PLACE and a.is_planned}
@@ -77,13 +85,12 @@ def _drained(snapshot: ClusterSnapshot, actions: list[Action], lost: Sequence[st
         owned = snapshot.owned_by(name)
         if all(b in placed for b in owned):
             out.append(
-                Action(
-                    ActionKind.BROKER_STATE,
-                    name,
-                    "draining",
-                    "drained",
-                    str(Reason.DRAIN),
-                    f"drain complete: {len(owned)} bundle(s) leave {name} this cycle",
+                BrokerStateAction(
+                    target=name,
+                    previous="draining",
+                    state="drained",
+                    reason=str(Reason.DRAIN),
+                    explanation=f"drain complete: {len(owned)} bundle(s) leave {name} this cycle",
                     strategy="lifecycle",
                 )
             )

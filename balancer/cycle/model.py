@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, ClassVar, Final, TypeAlias, TypeVar, overload
 
 from balancer.config import PulsarConfig
 from balancer.danube.config import DanubeConfig
@@ -143,60 +143,29 @@ class Candidate:
         return {"broker": self.broker, "score": score}
 
 
-@dataclass(frozen=True, slots=True)
-class Action:
-    """One action of a plan.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionBase:
+    """What every action of a plan carries (one of ``UnloadAction``, ``PlaceAction``,
+    ``SplitAction``, ``BrokerStateAction``: the type ``Action``).
 
     Attributes:
-        kind: unload, place, split or brokerState.
-        target: the bundle (or, for brokerState, the broker).
-        source: the broker a bundle leaves (unload), or the broker's previous state (brokerState).
-        destination: the broker that takes the bundle (place; on an unload, where its place
-            action sends it), or the broker's new state (brokerState).
+        target: the bundle (or, for a broker-state change, the broker).
         reason: why (Overloaded, BrokerLost, Drain, LeastLoaded, StrategyDestination, Topics...).
         explanation: one sentence with the numbers and their units, made by the core.
         metric: the figure that ranked it, with its unit.
         veto: None when planned; else why it must not be applied.
         forced: an operator overrode ``veto`` explicitly; the action is planned anyway.
-        boundaries: split only: the cut points.
-        children: split only: the names of the new bundles.
         strategy: the strategy (or "lifecycle", "operator") that proposed it.
-        candidates: place only, for the moves of a cycle: every broker the placement scored,
-            best first, then every broker its filters removed (at most ``EXPLAINED_BROKERS``
-            of each; see ``EXPLAINED_PLACEMENTS``).
     """
 
-    kind: ActionKind
+    kind: ClassVar[ActionKind]
     target: str
-    source: str | None
-    destination: str | None
     reason: str
     explanation: str
     metric: Metric | None = None
     veto: Reason | None = None
     forced: bool = False
-    boundaries: tuple[int, ...] = ()
-    children: tuple[str, ...] = ()
     strategy: str = ""
-    candidates: tuple[Candidate, ...] = ()
-
-    def moved(self, source: str | None, destination: str | None) -> Action:
-        """This action with another source and destination (a fast ``dataclasses.replace``)."""
-        return Action(
-            self.kind,
-            self.target,
-            source,
-            destination,
-            self.reason,
-            self.explanation,
-            self.metric,
-            self.veto,
-            self.forced,
-            self.boundaries,
-            self.children,
-            self.strategy,
-            self.candidates,
-        )
 
     @property
     def is_planned(self) -> bool:
@@ -208,13 +177,10 @@ class Action:
         """``planned`` or ``vetoed``."""
         return "planned" if self.is_planned else "vetoed"
 
-    def as_dict(self) -> dict[str, Any]:
-        """The CLI form of one ``actions`` entry."""
-        out: dict[str, Any] = {"kind": str(self.kind)}
-        if self.kind == ActionKind.BROKER_STATE:
-            out |= {"broker": self.target, "from": self.source, "to": self.destination}
-        else:
-            out |= {"bundle": self.target, "source": self.source, "destination": self.destination}
+    def _said(self, where: dict[str, Any]) -> dict[str, Any]:
+        """The CLI form of one ``actions`` entry, with ``where`` (its bundle or broker and
+        where it goes) after its kind."""
+        out: dict[str, Any] = {"kind": str(self.kind), **where}
         out |= {"outcome": self.outcome, "reason": self.reason}
         if self.veto is not None:
             out["veto"] = str(self.veto)
@@ -222,14 +188,119 @@ class Action:
             out["forced"] = True
         if self.metric is not None:
             out["metric"] = self.metric.as_dict()
-        if self.kind == ActionKind.SPLIT:
-            out["boundaries"] = [format_hash(b) for b in self.boundaries]
-            out["children"] = list(self.children)
+        return out
+
+    def _ends(self, out: dict[str, Any]) -> dict[str, Any]:
         out["strategy"] = self.strategy
         out["explanation"] = self.explanation
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnloadAction(ActionBase):
+    """A bundle leaves its broker.
+
+    Attributes:
+        source: the broker it leaves (None only on an operator's unload of a bundle nobody
+            owns, vetoed NotOwner).
+        destination: where its place action sends it (None: none yet, or no broker can take it).
+    """
+
+    kind: ClassVar[ActionKind] = ActionKind.UNLOAD
+    source: str | None
+    destination: str | None = None
+
+    def to(self, destination: str | None) -> UnloadAction:
+        """This unload sending the bundle to ``destination`` (a fast ``dataclasses.replace``)."""
+        return UnloadAction(
+            target=self.target,
+            reason=self.reason,
+            explanation=self.explanation,
+            metric=self.metric,
+            veto=self.veto,
+            forced=self.forced,
+            strategy=self.strategy,
+            source=self.source,
+            destination=destination,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The CLI form of one ``actions`` entry."""
+        where = {"bundle": self.target, "source": self.source, "destination": self.destination}
+        return self._ends(self._said(where))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlaceAction(ActionBase):
+    """A bundle nobody owns (now, or once its unload is applied) goes to a broker.
+
+    Attributes:
+        destination: the broker that takes it (None: no serving broker can; vetoed).
+        source: the broker it left, for a move; None for a bundle nobody owned.
+        candidates: for the moves of a cycle: every broker the placement scored, best first,
+            then every broker its filters removed (at most ``EXPLAINED_BROKERS`` of each; see
+            ``EXPLAINED_PLACEMENTS``).
+    """
+
+    kind: ClassVar[ActionKind] = ActionKind.PLACE
+    destination: str | None
+    source: str | None = None
+    candidates: tuple[Candidate, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The CLI form of one ``actions`` entry."""
+        where = {"bundle": self.target, "source": self.source, "destination": self.destination}
+        out = self._ends(self._said(where))
         if self.candidates:
             out["candidates"] = [c.as_dict() for c in self.candidates]
         return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SplitAction(ActionBase):
+    """A bundle is cut into children, on its owner.
+
+    Attributes:
+        source: its owner (None: nobody owns it).
+        boundaries: the cut points.
+        children: the names of the new bundles.
+    """
+
+    kind: ClassVar[ActionKind] = ActionKind.SPLIT
+    source: str | None
+    boundaries: tuple[int, ...] = ()
+    children: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The CLI form of one ``actions`` entry."""
+        out = self._said({"bundle": self.target, "source": self.source, "destination": None})
+        out["boundaries"] = [format_hash(b) for b in self.boundaries]
+        out["children"] = list(self.children)
+        return self._ends(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerStateAction(ActionBase):
+    """A broker's state changes (Fulcrum's own: active, draining, drained); ``target`` is the
+    broker.
+
+    Attributes:
+        previous: its state when the plan was made.
+        state: its new state.
+    """
+
+    kind: ClassVar[ActionKind] = ActionKind.BROKER_STATE
+    previous: str
+    state: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The CLI form of one ``actions`` entry (``from``, ``to``: the states)."""
+        where = {"broker": self.target, "from": self.previous, "to": self.state}
+        return self._ends(self._said(where))
+
+
+# One action of a plan.
+Action: TypeAlias = UnloadAction | PlaceAction | SplitAction | BrokerStateAction
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +351,9 @@ class LoadStats:
         }
 
 
+A = TypeVar("A", bound=ActionBase)
+
+
 @dataclass(frozen=True)
 class CyclePlan:
     """The whole decision of one cycle (or one operator action).
@@ -306,8 +380,17 @@ class CyclePlan:
     lost: tuple[str, ...] = ()
     pending: tuple[str, ...] = ()
 
-    def planned(self, kind: ActionKind | None = None) -> list[Action]:
-        """The actions to apply, optionally of one kind, in order."""
+    @overload
+    def planned(self, kind: None = None) -> list[Action]: ...
+    @overload
+    def planned(self, kind: type[A]) -> list[A]: ...
+    @overload
+    def planned(self, kind: ActionKind) -> list[Action]: ...
+    def planned(self, kind: ActionKind | type[ActionBase] | None = None) -> list[Any]:
+        """The actions to apply, optionally of one kind (``ActionKind``, or its type:
+        ``plan.planned(UnloadAction)`` is a ``list[UnloadAction]``), in order."""
+        if isinstance(kind, type):
+            return [a for a in self.actions if a.is_planned and isinstance(a, kind)]
         return [a for a in self.actions if a.is_planned and (kind is None or a.kind == kind)]
 
     @property
@@ -329,8 +412,8 @@ class CyclePlan:
             parts.append(f"{len(places)} placement(s)")
         if splits:
             parts.append(f"{len(splits)} split(s)")
-        states = self.planned(ActionKind.BROKER_STATE)
-        parts += [f"{a.target} {a.source} -> {a.destination}" for a in states]
+        states = self.planned(BrokerStateAction)
+        parts += [f"{a.target} {a.previous} -> {a.state}" for a in states]
         vetoed = len(self.vetoed)
         head = ", ".join(parts) if parts else "no action"
         # Why nothing moved although a broker stood out: the shedder's own skips of brokers.

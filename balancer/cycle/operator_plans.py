@@ -12,11 +12,13 @@ from balancer import explain
 from balancer.cycle.life import _drained, _life_cycle_unloads, _serving, broker_life
 from balancer.cycle.model import (
     Action,
-    ActionKind,
+    BrokerStateAction,
     CycleConfig,
     CyclePlan,
     LoadStats,
     Metric,
+    PlaceAction,
+    UnloadAction,
     _cycle_placement,
 )
 from balancer.cycle.placement import _danube_placements, _explains, _place, _place_action
@@ -90,15 +92,14 @@ def plan_unload(
     )
     if veto is not None:
         said = f"{why} ({said})"
-    unload = Action(
-        ActionKind.UNLOAD,
-        bundle,
-        owner,
-        destination,
-        str(Reason.OPERATOR),
-        said,
-        Metric("msgThroughput", load, "bytes/s"),
-        veto,
+    unload = UnloadAction(
+        target=bundle,
+        source=owner,
+        destination=destination,
+        reason=str(Reason.OPERATOR),
+        explanation=said,
+        metric=Metric("msgThroughput", load, "bytes/s"),
+        veto=veto,
         forced=force and veto is not None and not hard,
         strategy="operator",
     )
@@ -119,13 +120,12 @@ def plan_unload(
             )
             return _operator_plan(snapshot, config, state, [vetoed], serving)
         kept, _, rejections = filter_candidates(snapshot, bundle, config.pulsar, {}, serving)
-        place = Action(
-            ActionKind.PLACE,
-            bundle,
-            owner,
-            destination,
-            str(Reason.OPERATOR),
-            f"the operator chose {destination}",
+        place = PlaceAction(
+            target=bundle,
+            source=owner,
+            destination=destination,
+            reason=str(Reason.OPERATOR),
+            explanation=f"the operator chose {destination}",
             strategy="operator",
         )
         if destination not in kept:
@@ -144,7 +144,7 @@ def plan_unload(
             )
         if not unload.is_planned:
             # Vetoed itself: the filter's refusal is shown beside it, when there is one.
-            shown = [unload, place] if place.veto is not None else [unload]
+            shown: list[Action] = [unload, place] if place.veto is not None else [unload]
             return _operator_plan(snapshot, config, state, shown, serving)
         if not place.is_planned:
             vetoed = replace(unload, veto=place.veto, explanation=place.explanation)
@@ -260,13 +260,13 @@ def plan_drain(
     current = snapshot.brokers[broker].state
     serving_before = _serving(snapshot, config, now)
     serving = [n for n in serving_before if n != broker]
-    change = Action(
-        ActionKind.BROKER_STATE,
-        broker,
-        current,
-        "draining",
-        str(Reason.DRAIN),
-        f"operator drains {broker}: its {len(snapshot.owned_by(broker))} bundle(s) move away",
+    change = BrokerStateAction(
+        target=broker,
+        previous=current,
+        state="draining",
+        reason=str(Reason.DRAIN),
+        explanation=f"operator drains {broker}: its {len(snapshot.owned_by(broker))} bundle(s) "
+        "move away",
         strategy="operator",
     )
     if not serving:
@@ -292,7 +292,9 @@ def plan_drain(
     actions, remembered = _place(
         draining, config, dict(state.get(placement, {})), unloads, serving, placement
     )
-    actions = [a for a in actions if a.source == broker]
+    actions = [
+        a for a in actions if isinstance(a, UnloadAction | PlaceAction) and a.source == broker
+    ]
     drained = [a for a in _drained(draining, actions, []) if a.target == broker]
     actions = [change, *actions, *drained]
     out_state = {**state, placement: remembered} if remembered else dict(state)
@@ -308,13 +310,12 @@ def plan_activate(snapshot: ClusterSnapshot, config: CycleConfig, broker: str) -
     if broker not in snapshot.brokers:
         raise BalancerError(f"unknown broker {broker!r}", field="broker")
     current = snapshot.brokers[broker].state
-    change = Action(
-        ActionKind.BROKER_STATE,
-        broker,
-        current,
-        "active",
-        str(Reason.OPERATOR),
-        f"operator activates {broker} (was {current})",
+    change = BrokerStateAction(
+        target=broker,
+        previous=current,
+        state="active",
+        reason=str(Reason.OPERATOR),
+        explanation=f"operator activates {broker} (was {current})",
         strategy="operator",
     )
     serving = _serving(snapshot, config, snapshot.now)

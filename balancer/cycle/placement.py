@@ -20,10 +20,11 @@ from balancer.cycle.model import (
     FULCRUM_SHEDDERS,
     PLACEMENT_METRICS,
     Action,
-    ActionKind,
     Candidate,
     CycleConfig,
     Metric,
+    PlaceAction,
+    UnloadAction,
 )
 from balancer.danube.bundles import bundle_view
 from balancer.danube.placement import place as danube_place
@@ -40,7 +41,7 @@ def _place(
     snapshot: ClusterSnapshot,
     config: CycleConfig,
     placement_state: dict[str, Any],
-    unloads: list[Action],
+    unloads: list[UnloadAction],
     serving: list[str],
     strategy: str,
 ) -> tuple[list[Action], dict[str, Any]]:
@@ -49,7 +50,7 @@ def _place(
     source, and kept by the placement filters; everything else goes through ``place_many``."""
     pulsar = config.pulsar
     preallocated: dict[str, str] = {}
-    chosen: dict[str, Action] = {}
+    chosen: dict[str, PlaceAction] = {}
     refused: dict[str, str] = {}  # bundle -> why the strategy's destination was not honoured
     to_place: list[str] = []
     sources: dict[str, str] = {}
@@ -70,14 +71,13 @@ def _place(
             refusal = check.refusal(unload.target, dest, unload.source or "", preallocated)
             if refusal is None:
                 preallocated[unload.target] = dest
-                chosen[unload.target] = Action(
-                    ActionKind.PLACE,
-                    unload.target,
-                    unload.source,
-                    dest,
-                    str(Reason.DESTINATION),
-                    f"{unload.strategy} chose {dest} as the destination; it passes the "
-                    "placement filters",
+                chosen[unload.target] = PlaceAction(
+                    target=unload.target,
+                    source=unload.source,
+                    destination=dest,
+                    reason=str(Reason.DESTINATION),
+                    explanation=f"{unload.strategy} chose {dest} as the destination; it passes "
+                    "the placement filters",
                     strategy=unload.strategy,
                 )
                 continue
@@ -119,10 +119,10 @@ def _place(
         place = chosen.get(unload.target) if unload.is_planned else None
         if place is not None and place.is_planned:
             moved = place.destination != unload.destination
-            out.append(unload.moved(unload.source, place.destination) if moved else unload)
+            out.append(unload.to(place.destination) if moved else unload)
         else:  # not placed this cycle: no destination to show
             keep = not unload.is_planned or unload.destination is None
-            out.append(unload if keep else unload.moved(unload.source, None))
+            out.append(unload if keep else unload.to(None))
         if place is not None:
             out.append(place)
     out += [chosen[b] for b in unowned]
@@ -234,18 +234,17 @@ def _place_action(
     source: str | None = None,
     *,
     explained: bool = False,
-) -> Action:
+) -> PlaceAction:
     """The place action of one placement; ``prefix`` says why a strategy's own destination was
     not honoured, ``source`` is the broker the bundle left (None for an unowned bundle);
     ``explained`` lists the placement's candidates and filtered brokers."""
     if placement.broker is None:
-        return Action(
-            ActionKind.PLACE,
-            placement.bundle,
-            source,
-            None,
-            str(placement.reason),
-            f"{prefix}; no serving broker can take it"
+        return PlaceAction(
+            target=placement.bundle,
+            source=source,
+            destination=None,
+            reason=str(placement.reason),
+            explanation=f"{prefix}; no serving broker can take it"
             if prefix
             else "no serving broker can take it",
             veto=Reason.NO_CANDIDATES,
@@ -260,14 +259,13 @@ def _place_action(
         said += f": {explain.metric(name, score)}"
     if prefix:
         said = f"{prefix}; {said}"
-    return Action(
-        ActionKind.PLACE,
-        placement.bundle,
-        source,
-        placement.broker,
-        str(placement.reason),
-        said,
-        metric,
+    return PlaceAction(
+        target=placement.bundle,
+        source=source,
+        destination=placement.broker,
+        reason=str(placement.reason),
+        explanation=said,
+        metric=metric,
         strategy=strategy,
         candidates=_candidates(placement) if explained else (),
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from balancer.cycle.model import Action, ActionKind, LoadStats
+from balancer.cycle.model import Action, LoadStats, PlaceAction, UnloadAction
 from balancer.load import MessageRates, ResourceWeights
 from balancer.load_model import bundle_loads, trusted_costs
 from balancer.snapshot import ClusterSnapshot, percent_float32
@@ -39,9 +39,9 @@ def predict(
     for action in actions:
         if not action.is_planned:
             continue
-        if action.kind == ActionKind.UNLOAD and action.source:
+        if isinstance(action, UnloadAction) and action.source:
             shifts.append((action.target, action.source, -1.0))
-        elif action.kind == ActionKind.PLACE and action.destination:
+        elif isinstance(action, PlaceAction) and action.destination:
             shifts.append((action.target, action.destination, 1.0))
     deltas = _shift(snapshot, shifts, cost)
     after = {n: usage[n] for n in serving}

@@ -13,7 +13,7 @@ from typing import Any
 from balancer import explain
 from balancer.bundles import namespace_of_bundle, parse_bundle_name
 from balancer.config import PulsarConfig
-from balancer.cycle.model import TOPIC_SPLITS, Action, ActionKind, CycleConfig, Metric
+from balancer.cycle.model import TOPIC_SPLITS, Action, CycleConfig, Metric, SplitAction
 from balancer.cycle.vetoes import _veto
 from balancer.decisions import Reason, SheddingDecision
 from balancer.errors import BalancerError, ImpossibleSplit
@@ -59,13 +59,11 @@ def _strategy_splits(
         try:
             action = _split_action(snapshot, config, bundle, name, None, said, "TooBigToMove")
         except BalancerError as exc:  # e.g. specified_positions_divide without positions
-            action = Action(
-                ActionKind.SPLIT,
-                bundle,
-                load.owner,
-                None,
-                "TooBigToMove",
-                f"{said}; {name} cannot cut it: {exc.message}",
+            action = SplitAction(
+                target=bundle,
+                source=load.owner,
+                reason="TooBigToMove",
+                explanation=f"{said}; {name} cannot cut it: {exc.message}",
                 veto=Reason.NO_CANDIDATES,
             )
         metric = Metric("msgThroughput", load.short_term.throughput, "bytes/s")
@@ -93,13 +91,11 @@ def _auto_splits(snapshot: ClusterSnapshot, config: CycleConfig, moving: set[str
                 snapshot, config, candidate.bundle, name, None, said, candidate.reason
             )
         except BalancerError as exc:  # e.g. specified_positions_divide without positions
-            action = Action(
-                ActionKind.SPLIT,
-                candidate.bundle,
-                snapshot.bundles[candidate.bundle].owner,
-                None,
-                candidate.reason,
-                f"{said}; {name} cannot cut it: {exc.message}",
+            action = SplitAction(
+                target=candidate.bundle,
+                source=snapshot.bundles[candidate.bundle].owner,
+                reason=candidate.reason,
+                explanation=f"{said}; {name} cannot cut it: {exc.message}",
                 veto=Reason.NO_CANDIDATES,
             )
         out.append(replace(action, metric=metric, strategy="auto-split"))
@@ -121,35 +117,29 @@ def _split_action(
 ) -> Action:
     owner = snapshot.bundles[bundle].owner if bundle in snapshot.bundles else None
     if algorithm in TOPIC_SPLITS and bundle not in snapshot.bundle_topics:
-        return Action(
-            ActionKind.SPLIT,
-            bundle,
-            owner,
-            None,
-            reason,
-            f"{said}; {algorithm} needs the bundle's per-topic hashes and rates, and the load "
-            f"report of {owner or 'its owner'} carries none for it (its bundleStats have no "
-            "topicStats; range_equally_divide or specified_positions_divide need none)",
+        return SplitAction(
+            target=bundle,
+            source=owner,
+            reason=reason,
+            explanation=f"{said}; {algorithm} needs the bundle's per-topic hashes and rates, and "
+            f"the load report of {owner or 'its owner'} carries none for it (its bundleStats "
+            "have no topicStats; range_equally_divide or specified_positions_divide need none)",
             veto=Reason.NO_TOPIC_DATA,
         )
     cuts, children = split_children(snapshot, bundle, algorithm, positions, config.pulsar)
     if not cuts:
-        return Action(
-            ActionKind.SPLIT,
-            bundle,
-            owner,
-            None,
-            reason,
-            f"{said}; {algorithm} finds no boundary inside it",
+        return SplitAction(
+            target=bundle,
+            source=owner,
+            reason=reason,
+            explanation=f"{said}; {algorithm} finds no boundary inside it",
             veto=Reason.NO_CANDIDATES,
         )
-    return Action(
-        ActionKind.SPLIT,
-        bundle,
-        owner,
-        None,
-        reason,
-        f"{said}; {algorithm} cuts at " + ", ".join(format_hash(c) for c in cuts),
+    return SplitAction(
+        target=bundle,
+        source=owner,
+        reason=reason,
+        explanation=f"{said}; {algorithm} cuts at " + ", ".join(format_hash(c) for c in cuts),
         boundaries=tuple(cuts),
         children=tuple(children),
     )

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from balancer import explain
-from balancer.cycle.model import Action, ActionKind, CycleConfig, LoadStats, Metric
+from balancer.cycle.model import CycleConfig, LoadStats, Metric, UnloadAction
 from balancer.decisions import METRIC_UNITS, Reason, Unload
 from balancer.safety import matching_pattern
 from balancer.snapshot import ClusterSnapshot
@@ -25,7 +25,7 @@ def screen_unloads(
     strategy: str,
     before: LoadStats,
     shed_stats: Mapping[str, Any] | None = None,
-) -> list[Action]:
+) -> list[UnloadAction]:
     """A strategy's unloads as actions, in order, each planned or vetoed by Fulcrum's safety rules:
     UnknownBundle, NotOwner (never two owners), Blacklisted, CoolDown (Fulcrum's
     ``bundle_cool_down_s``), GracePeriod (Pulsar's ``loadBalancerSheddingGracePeriodMinutes``),
@@ -60,15 +60,14 @@ def screen_unloads(
             planned += 1
             moving.add(unload.bundle)
         out.append(
-            Action(
-                ActionKind.UNLOAD,
-                unload.bundle,
-                unload.source,
-                unload.destination,
-                str(unload.reason),
-                said,
-                Metric(unload.metric, unload.load, METRIC_UNITS[unload.metric]),
-                veto,
+            UnloadAction(
+                target=unload.bundle,
+                source=unload.source,
+                destination=unload.destination,
+                reason=str(unload.reason),
+                explanation=said,
+                metric=Metric(unload.metric, unload.load, METRIC_UNITS[unload.metric]),
+                veto=veto,
                 strategy=strategy,
             )
         )

@@ -21,7 +21,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from balancer.cycle import ActionKind, CycleConfig, LoadStats, apply_to_owners, plan_cycle, reassign
+from balancer.cycle import (
+    CycleConfig,
+    LoadStats,
+    PlaceAction,
+    SplitAction,
+    UnloadAction,
+    apply_to_owners,
+    plan_cycle,
+    reassign,
+)
 from balancer.load import ResourceWeights
 from balancer.snapshot import ClusterSnapshot
 from balancer.units import Seconds
@@ -191,9 +200,9 @@ def replay(
         state = plan.state
         points.append(point(snapshot, scale))
         vetoed += len(plan.vetoed)
-        splits += len(plan.planned(ActionKind.SPLIT))
-        sources = {a.target: a.source for a in plan.planned(ActionKind.UNLOAD)}
-        for action in plan.planned(ActionKind.PLACE):
+        splits += len(plan.planned(SplitAction))
+        sources = {a.target: a.source for a in plan.planned(UnloadAction)}
+        for action in plan.planned(PlaceAction):
             if action.target in sources or action.target in left:  # a move, now or earlier
                 if any(
                     broker == action.destination and now - at <= 3600

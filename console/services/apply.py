@@ -23,14 +23,17 @@ from balancer import bundles as bundle_ops
 from balancer.cycle import (
     LEFT,
     Action,
-    ActionKind,
     Applied,
+    BrokerStateAction,
     Change,
     CyclePlan,
     Move,
+    PlaceAction,
     Refused,
     Sink,
+    SplitAction,
     StalePlan,
+    UnloadAction,
     Verdict,
     apply_plan,
 )
@@ -117,7 +120,7 @@ def plan_apply(
         )
     with transaction.atomic():
         planned = plan.planned()
-        if any(a.kind != ActionKind.BROKER_STATE for a in planned):
+        if any(not isinstance(a, BrokerStateAction) for a in planned):
             loadstore.ownership_changing()
         sink = StoreSink(plan, now)
         applied = _apply(plan, sink, refuse_stale)
@@ -194,12 +197,12 @@ class StoreSink:
     def __init__(self, plan: CyclePlan, now: datetime) -> None:
         self.now = now
         self.rows = selectors.bundle_rows(
-            a.target for a in plan.planned() if a.kind != ActionKind.BROKER_STATE
+            a.target for a in plan.planned() if not isinstance(a, BrokerStateAction)
         )
         self.brokers = {b.name: b for b in Broker.objects.all()}
         self.waiting: list[dict[str, str]] = []
 
-    def unload(self, action: Action) -> Verdict:
+    def unload(self, action: UnloadAction) -> Verdict:
         """Unowned, with ``last_unloaded_at`` now, if ``action.source`` still owns it."""
         row = self.rows.get(action.target)
         source = self.brokers.get(action.source or "")
@@ -211,7 +214,7 @@ class StoreSink:
             return None
         return _stale(action, row)
 
-    def place(self, action: Action, unload: Action | None) -> Verdict:
+    def place(self, action: PlaceAction, unload: UnloadAction | None) -> Verdict:
         """Owned by ``action.destination``, if nobody owns it."""
         row = self.rows.get(action.target)
         target = self.brokers.get(action.destination or "")
@@ -223,7 +226,7 @@ class StoreSink:
             return None
         return _stale(action, row)
 
-    def split(self, action: Action) -> Verdict:
+    def split(self, action: SplitAction) -> Verdict:
         """The bundle replaced by its children (unowned, in their grace period) if it still has
         the owner the plan saw (a conditional delete) and the namespace's bundles still
         partition its hash space."""
@@ -232,7 +235,7 @@ class StoreSink:
             return None
         return _stale(action, row)
 
-    def broker_state(self, action: Action) -> Verdict:
+    def broker_state(self, action: BrokerStateAction) -> Verdict:
         """A broker's state (Fulcrum's own: active, draining, drained), by compare-and-set on
         the state the plan saw: an operator's activation made after the snapshot is never
         overwritten by a tick's "drained". A broker is *drained* only when it owns no bundle
@@ -240,21 +243,21 @@ class StoreSink:
         Pulsar is seen doing them): until then it stays draining, said in the decision's
         ``waiting`` (not stale: a tick says it again once it is true)."""
         broker = self.brokers.get(action.target)
-        if broker is not None and action.destination == Broker.State.DRAINED:
+        if broker is not None and action.state == Broker.State.DRAINED:
             left = drain_left(broker)
             if left:
                 self.waiting.append({"broker": broker.name, "reason": left})
                 return LEFT
         if broker is not None:
-            changed = Broker.objects.filter(pk=broker.pk, state=action.source).update(
-                state=action.destination, state_since=self.now
+            changed = Broker.objects.filter(pk=broker.pk, state=action.previous).update(
+                state=action.state, state_since=self.now
             )
             if changed:
                 return None
             broker.refresh_from_db(fields=["state"])
         now_state = "it no longer exists" if broker is None else f"its state is now {broker.state}"
         return Refused(
-            f"broker {action.target} was {action.source} when the plan was made; {now_state}",
+            f"broker {action.target} was {action.previous} when the plan was made; {now_state}",
             field="broker",
         )
 
@@ -275,7 +278,7 @@ class PulsarSink(StoreSink):
         self.lost: list[str] = []
         self.left: list[str] = []
 
-    def unload(self, action: Action) -> Verdict:
+    def unload(self, action: UnloadAction) -> Verdict:
         """Accepted (the move is made with its placement); left to Pulsar for a lost broker."""
         if action.reason == "BrokerLost":
             # A broker whose report Fulcrum could not read may be well: no unload.
@@ -283,18 +286,18 @@ class PulsarSink(StoreSink):
             return LEFT
         return self._owned(action)
 
-    def place(self, action: Action, unload: Action | None) -> Verdict:
+    def place(self, action: PlaceAction, unload: UnloadAction | None) -> Verdict:
         """Accepted with its unload (one move); a bundle nobody owned is left to Pulsar."""
         if unload is None:
             self.left.append(action.target)
             return LEFT
         return None
 
-    def split(self, action: Action) -> Verdict:
+    def split(self, action: SplitAction) -> Verdict:
         """Accepted: the cuts Fulcrum planned are sent as they are."""
         return self._owned(action)
 
-    def _owned(self, action: Action) -> Verdict:
+    def _owned(self, action: UnloadAction | SplitAction) -> Verdict:
         row = self.rows.get(action.target)
         owner = row.owner.name if row is not None and row.owner else None
         if row is None or owner is None or owner != action.source:
@@ -315,7 +318,7 @@ def _audit(
     followed it), a split, or a broker's state."""
     if isinstance(change, Move):
         return _move_event(plan, decision, now, actor, change.unload, change.place)
-    if change.kind == ActionKind.SPLIT:
+    if isinstance(change, SplitAction):
         return AuditEvent(
             at=now,
             actor=actor,
@@ -330,11 +333,11 @@ def _audit(
         at=now,
         actor=actor,
         action=AuditEvent.Action.ACTIVATE
-        if change.destination == Broker.State.ACTIVE
+        if change.state == Broker.State.ACTIVE
         else AuditEvent.Action.DRAIN,
         target=change.target,
         source=change.target,
-        reason=f"{change.source} -> {change.destination}: {_said(change)}",
+        reason=f"{change.previous} -> {change.state}: {_said(change)}",
         decision=decision,
         load_before=_figures(plan, change.target),
     )
@@ -381,14 +384,14 @@ def _compare_and_set(
     return True
 
 
-def _stale(action: Action, row: Bundle | None) -> Refused:
+def _stale(action: UnloadAction | PlaceAction | SplitAction, row: Bundle | None) -> Refused:
     """A bundle action refused: what the plan expected, and who owns the bundle now."""
     if row is None:
         now_owner = "it no longer exists"
     else:
         row.refresh_from_db(fields=["owner"])
         now_owner = f"its owner is now {row.owner.name if row.owner else 'nobody'}"
-    expected = action.source if action.kind != ActionKind.PLACE else None
+    expected = action.source if not isinstance(action, PlaceAction) else None
     return Refused(
         f"{action.target} changed since the plan was made: expected owner "
         f"{expected or 'nobody'}, {now_owner}"
@@ -400,8 +403,8 @@ def _move_event(
     decision: Decision,
     now: datetime,
     actor: User | None,
-    unload: Action | None,
-    place: Action | None,
+    unload: UnloadAction | None,
+    place: PlaceAction | None,
 ) -> AuditEvent:
     """One audit row per move: the unload and the placement that followed it."""
     if unload is None:
@@ -434,7 +437,7 @@ def _move_event(
     )
 
 
-def _split(row: Bundle, action: Action, now: datetime, brokers: dict[str, Broker]) -> bool:
+def _split(row: Bundle, action: SplitAction, now: datetime, brokers: dict[str, Broker]) -> bool:
     """Replace the bundle by its children (unowned, in their grace period) if it still has the
     owner the plan saw (a conditional delete) and the namespace's bundles still partition its
     hash space; False, writing nothing, otherwise."""
@@ -508,7 +511,7 @@ def _apply_through_pulsar(
     becomes a ``PulsarMove`` the executor sends (an unload with the destination its placement
     planned, a split), audited now and verified by observing (``services.executor``). The tick
     sends nothing while moves are in flight."""
-    moving = [a for a in plan.planned() if a.kind in (ActionKind.UNLOAD, ActionKind.SPLIT)]
+    moving = [a for a in plan.planned() if isinstance(a, UnloadAction | SplitAction)]
     if moving and connection.is_executor_stopped:
         return _observe_only(
             plan,
@@ -538,7 +541,7 @@ def _apply_through_pulsar(
             event = _audit(plan, decision, now, actor, change)
             if isinstance(change, Move):
                 moves.append(_unload_move(change, event))
-            elif change.kind == ActionKind.SPLIT:
+            elif isinstance(change, SplitAction):
                 moves.append((_split_move(change, now), event))
             else:
                 events.append(event)
@@ -610,7 +613,7 @@ def _unload_move(move: Move, event: AuditEvent) -> tuple[PulsarMove, AuditEvent]
     return pulsar_move, event
 
 
-def _split_move(action: Action, now: datetime) -> PulsarMove:
+def _split_move(action: SplitAction, now: datetime) -> PulsarMove:
     """A split as the ``PulsarMove`` that sends its cuts as they were planned (with the
     operator's or the configured algorithm): the audit says what Pulsar did."""
     return PulsarMove(

@@ -19,6 +19,9 @@ from balancer.cycle import (
     Action,
     ActionKind,
     CyclePlan,
+    PlaceAction,
+    SplitAction,
+    UnloadAction,
     plan_placement,
     plan_split,
     plan_unload,
@@ -107,7 +110,7 @@ def bundle_lookup(topic: str, *, place: bool, now: datetime | None = None) -> di
         plan = plan_placement(
             snapshot, selectors.cycle_config_get(config), config.state, [row.name]
         )
-        if not plan.planned(ActionKind.PLACE):
+        if not plan.planned(PlaceAction):
             raise ConsoleError(f"no broker can take bundle {row.name}", status=409, field="topic")
         with transaction.atomic():
             # A concurrent lookup may have placed it first: its placement stands.
@@ -223,7 +226,7 @@ def bundle_unload(
     _refuse_vetoed(plan)
     if force:
         _overrides_check(plan, overrides)
-    unload = plan.planned(ActionKind.UNLOAD)[0]
+    unload = plan.planned(UnloadAction)[0]
     _check_expected(row, expected_owner, unload.source or "")
     decision = plan_apply(
         plan,
@@ -234,7 +237,7 @@ def bundle_unload(
         note=note,
         reverses=reverses,
     )
-    place = next(iter(plan.planned(ActionKind.PLACE)), None)
+    place = next(iter(plan.planned(PlaceAction)), None)
     event = decision.auditevent_set.order_by("id").first()
     return {
         "bundle": row.name,
@@ -307,6 +310,7 @@ def bundle_split(
 
     plan = plan_with(force)
     split = plan.actions[0]
+    assert isinstance(split, SplitAction)  # plan_split plans exactly one split
     if preview:
         return _preview(
             plan,

@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from balancer import bundles as bundle_ops
-from balancer.cycle import ActionKind, plan_unload, reassign
+from balancer.cycle import PlaceAction, plan_unload, reassign
 from balancer.decisions import Reason
 from balancer.errors import BalancerError
 from console import metrics, realtime, selectors
@@ -423,7 +423,7 @@ class _Replanner:
         if other:
             return f"{gone}, and its move again is vetoed: {other[0].explanation}", ""
         plan = plan_unload(snapshot, cycle, state, move.bundle, force=True)
-        place = next(iter(plan.planned(ActionKind.PLACE)), None)
+        place = next(iter(plan.planned(PlaceAction)), None)
         if place is None or not place.destination:
             vetoed = plan.vetoed[0].explanation if plan.vetoed else "no broker may take it"
             return f"{gone}, and no other broker may take it: {vetoed}", ""

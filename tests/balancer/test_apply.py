@@ -9,13 +9,17 @@ from balancer.cycle import (
     LEFT,
     Action,
     ActionKind,
+    BrokerStateAction,
     CycleConfig,
     LoadStats,
     Move,
     OwnersSink,
+    PlaceAction,
     Refused,
+    SplitAction,
     StalePlan,
     Strategies,
+    UnloadAction,
     Verdict,
     apply_plan,
     apply_to_owners,
@@ -31,7 +35,16 @@ EMPTY = LoadStats.of({})
 
 
 def _action(kind: ActionKind, target: str, source: str | None, destination: str | None) -> Action:
-    return Action(kind, target, source, destination, "Overloaded", f"{kind} {target}")
+    said = {"reason": "Overloaded", "explanation": f"{kind} {target}"}
+    if kind == ActionKind.UNLOAD:
+        return UnloadAction(target=target, source=source, destination=destination, **said)
+    if kind == ActionKind.PLACE:
+        return PlaceAction(target=target, source=source, destination=destination, **said)
+    if kind == ActionKind.SPLIT:
+        return SplitAction(target=target, source=source, **said)
+    assert source is not None
+    assert destination is not None
+    return BrokerStateAction(target=target, previous=source, state=destination, **said)
 
 
 def _plan(*actions: Action) -> CyclePlan:

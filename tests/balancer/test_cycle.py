@@ -8,11 +8,13 @@ from hypothesis import strategies as st
 
 from balancer.config import PulsarConfig
 from balancer.cycle import (
-    Action,
     ActionKind,
+    BrokerStateAction,
     CycleConfig,
     LoadStats,
+    PlaceAction,
     Strategies,
+    UnloadAction,
     apply_to_owners,
     plan_activate,
     plan_cycle,
@@ -127,13 +129,12 @@ def d_owns_two() -> ClusterSnapshot:
 
 def test_a_destination_refused_by_the_filters_is_placed_by_the_placement():
     snap = d_owns_two()
-    unload = Action(
-        ActionKind.UNLOAD,
-        "t/ns/0x00000000_0x10000000",
-        "c",
-        "d",
-        "Overloaded",
-        "x",
+    unload = UnloadAction(
+        target="t/ns/0x00000000_0x10000000",
+        source="c",
+        destination="d",
+        reason="Overloaded",
+        explanation="x",
         strategy="AvgShedder",
     )
     actions, _ = _place(snap, config(), {}, [unload], ["c", "d", "e"], "LeastLongTermMessageRate")
@@ -180,7 +181,7 @@ def test_a_draining_broker_gives_up_every_bundle_then_is_drained():
     drains = [a for a in plan.planned(ActionKind.UNLOAD) if a.reason == "Drain"]
     assert [a.target for a in drains] == snap.owned_by("b2")
     state = plan.planned(ActionKind.BROKER_STATE)
-    assert [(a.target, a.source, a.destination) for a in state] == [("b2", "draining", "drained")]
+    assert [(a.target, a.previous, a.state) for a in state] == [("b2", "draining", "drained")]
     assert plan.as_dict()["actions"][-1] == {
         "kind": "brokerState",
         "broker": "b2",
@@ -342,7 +343,10 @@ def test_operator_split_drain_and_activate():
         plan_split(snap, config(), name, "specified_positions_divide", [])
 
     drain = plan_drain(snap, config(), {}, "b1")
-    kinds = [(a.kind, a.destination) for a in drain.planned()]
+    kinds = [
+        (a.kind, a.state if isinstance(a, BrokerStateAction) else a.destination)
+        for a in drain.planned()
+    ]
     assert kinds == [
         ("brokerState", "draining"),
         ("unload", "b2"),
@@ -368,7 +372,9 @@ def test_operator_split_drain_and_activate():
     with pytest.raises(BalancerError):
         plan_drain(snap, config(), {}, "zz")
     activate = plan_activate(draining, config(), "b1")
-    assert [(a.source, a.destination) for a in activate.planned()] == [("draining", "active")]
+    (change,) = activate.planned()
+    assert isinstance(change, BrokerStateAction)
+    assert (change.previous, change.state) == ("draining", "active")
     # Before: b2 alone serves (no CV to speak of); after: b1 serves again, counted.
     assert (activate.before.serving, activate.after.serving) == (1, 2)
     assert set(activate.after.brokers) == {"b1", "b2"}
@@ -430,11 +436,18 @@ def test_prediction_moves_bandwidth_and_the_models_cpu():
     bundles = {"t/n/1": BundleLoad("t/n/1", "a", rates), "t/n/2": BundleLoad("t/n/2", "c", rates)}
     snap = ClusterSnapshot(NOW, {"a": a, "b": b, "c": c}, bundles)
     moves = [
-        Action(ActionKind.UNLOAD, "t/n/1", "a", "b", "x", ""),
-        Action(ActionKind.PLACE, "t/n/1", "a", "b", "x", ""),
-        Action(ActionKind.UNLOAD, "t/n/2", "c", None, "x", ""),
-        Action(ActionKind.UNLOAD, "ghost", "c", None, "x", ""),
-        Action(ActionKind.UNLOAD, "t/n/2", "c", None, "x", "", veto=Reason.COOL_DOWN),
+        UnloadAction(target="t/n/1", source="a", destination="b", reason="x", explanation=""),
+        PlaceAction(target="t/n/1", source="a", destination="b", reason="x", explanation=""),
+        UnloadAction(target="t/n/2", source="c", destination=None, reason="x", explanation=""),
+        UnloadAction(target="ghost", source="c", destination=None, reason="x", explanation=""),
+        UnloadAction(
+            target="t/n/2",
+            source="c",
+            destination=None,
+            reason="x",
+            explanation="",
+            veto=Reason.COOL_DOWN,
+        ),
     ]
     after = predict(snap, PulsarConfig().weights, ["a", "b"], moves)
     assert after.brokers["a"] == pytest.approx(0.75)  # 80 % less 500 msg/s × 0.01 %

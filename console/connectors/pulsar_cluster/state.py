@@ -17,7 +17,14 @@ import numpy as np
 
 from balancer.bundles import initial_boundaries
 from balancer.config import PulsarConfig
-from balancer.cycle import ActionKind, CycleConfig, Strategies, plan_cycle, plan_placement
+from balancer.cycle import (
+    CycleConfig,
+    PlaceAction,
+    Strategies,
+    UnloadAction,
+    plan_cycle,
+    plan_placement,
+)
 from balancer.hashing import format_hash
 from balancer.load import (
     LONG_TERM_SAMPLES,
@@ -464,7 +471,7 @@ class ClusterState:
                 self.snapshot(), self._cycle_config(), self.placement_state, rest, self.sim_now
             )
             self.placement_state = dict(plan.state)
-            for action in plan.planned(ActionKind.PLACE):
+            for action in plan.planned(PlaceAction):
                 if action.destination is not None and self.owners.get(action.target) is None:
                     self._own(action.target, action.destination, cause)
                     placed[action.target] = action.destination
@@ -481,9 +488,9 @@ class ClusterState:
         now = self.sim_now
         plan = plan_cycle(self.snapshot(), config, self.shed_state, now)
         self.shed_state = dict(plan.state)
-        places = {a.target: a.destination for a in plan.planned(ActionKind.PLACE)}
+        places = {a.target: a.destination for a in plan.planned(PlaceAction)}
         moves: list[tuple[str, str, str | None]] = []
-        for action in plan.planned(ActionKind.UNLOAD):
+        for action in plan.planned(UnloadAction):
             source = action.source
             if action.strategy != plan.strategy or source is None:
                 continue
