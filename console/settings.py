@@ -209,6 +209,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Choice sets several answers share, named once each (drf-spectacular names a set by its
+    # field, and a field name with several sets by a hash).
+    "ENUM_NAME_OVERRIDES": {
+        "BrokerStateEnum": "console.api.responses.common.BROKER_STATES",
+        "ReasonEnum": "console.api.responses.common.REASONS",
+        "ControlActionEnum": "console.api.responses.common.CONTROL_ACTIONS",
+        "AuditActionEnum": "console.models.AuditEvent.Action",
+    },
 }
 
 # Brokers authenticate with their own tokens (``manage.py broker_token``). Demo mode also takes
