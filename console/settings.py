@@ -195,7 +195,8 @@ REST_FRAMEWORK = {
     # JSON only, strictly (console.services.bodies): 413 / 400, never a 500 or a last-wins key.
     "DEFAULT_PARSER_CLASSES": ["console.api.parsers.StrictJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's, with every operation's refusals in the one error shape (``default``).
+    "DEFAULT_SCHEMA_CLASS": "console.api.schema.AutoSchema",
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
