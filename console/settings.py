@@ -210,6 +210,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The enums' components (drf-spectacular's default hook), then the pydantic models' JSON
+    # Schema said in OpenAPI 3.0's words (``spectacular --validate``).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "console.api.schema.openapi_3_0",
+    ],
     # Choice sets several answers share, named once each (drf-spectacular names a set by its
     # field, and a field name with several sets by a hash).
     "ENUM_NAME_OVERRIDES": {
