@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from console.api.responses.plans import DECISION_DETAILS
+from console.api.responses.reports import ReportSummaryOutput
 from console.loadstore import BrokerEntry
 from console.models import AuditEvent, Bundle, Decision, ReportRun
 
@@ -64,7 +67,31 @@ class UnloadOutput(serializers.Serializer):
     decision = serializers.IntegerField()
 
 
+@extend_schema_field(DECISION_DETAILS)
+class DecisionDetailsField(serializers.JSONField):
+    """``Decision.details`` as stored: the whole plan, or why the config could not plan."""
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {"type": "number", "nullable": True},
+        "description": "broker -> usage, fraction 0–1, and cv (std / mean; null: one broker "
+        "serving)",
+    }
+)
+class LoadFiguresField(serializers.JSONField):
+    """An audit row's load figures as stored (``services.apply._figures``)."""
+
+
+@extend_schema_field(ReportSummaryOutput)
+class ReportSummaryField(serializers.JSONField):
+    """A run's summary as stored."""
+
+
 class DecisionOutput(serializers.ModelSerializer):
+    details = DecisionDetailsField(read_only=True)
+
     class Meta:
         model = Decision
         fields = ["id", "at", "kind", "strategy", "reason", "summary", "details"]
@@ -72,6 +99,12 @@ class DecisionOutput(serializers.ModelSerializer):
 
 class AuditEventOutput(serializers.ModelSerializer):
     actor = serializers.CharField(source="actor_name", read_only=True)
+    load_before = LoadFiguresField(read_only=True)
+    load_after = LoadFiguresField(
+        read_only=True,
+        allow_null=True,
+        help_text="as load_before, at the first tick after (fractions 0–1); null: none yet",
+    )
 
     class Meta:
         model = AuditEvent
@@ -91,6 +124,8 @@ class AuditEventOutput(serializers.ModelSerializer):
 
 
 class ReportRunOutput(serializers.ModelSerializer):
+    summary = ReportSummaryField(read_only=True)
+
     class Meta:
         model = ReportRun
         fields = [

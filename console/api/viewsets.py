@@ -10,6 +10,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.views import SpectacularAPIView
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view, permission_classes
 from rest_framework.pagination import PageNumberPagination
@@ -21,6 +22,33 @@ from console import selectors
 from console.access import may_act
 from console.api.errors import error_body
 from console.api.permissions import BrokerAgent, IsBrokerAgent, IsOperator, IsUser, IsUserOrBroker
+from console.api.responses.config import (
+    CONFIG_CHANGE_ANSWER,
+    EVIDENCE_ANSWER,
+    ConfigOutput,
+    ConfigSavedOutput,
+)
+from console.api.responses.dashboard import (
+    BalanceOutput,
+    BrokerHistoryOutput,
+    BundleMapOutput,
+    DecisionFeedOutput,
+    DomainsOutput,
+    LoopOutput,
+    OwnershipOutput,
+    RankingsOutput,
+    StrategiesOutput,
+)
+from console.api.responses.pulsar import CONTROL_ANSWER, ControlPreviewOutput, PulsarStatusOutput
+from console.api.responses.reports import OpenApiDocumentOutput, ReportResultsOutput
+from console.api.responses.verbs import (
+    BROKER_STATE_ANSWER,
+    SPLIT_ANSWER,
+    UNDO_ANSWER,
+    UNDO_BY_NAME_ANSWER,
+    UNLOAD_ANSWER,
+    BrokerStateOutput,
+)
 from console.api.serializers import (
     AuditEventOutput,
     BundleOutput,
@@ -100,7 +128,7 @@ def lookup(request: Request) -> Response:
     )
 
 
-@extend_schema(responses=dict)
+@extend_schema(responses=OwnershipOutput)
 @api_view(["GET"])
 @permission_classes([IsUserOrBroker])
 def ownership(request: Request) -> Response:
@@ -115,7 +143,7 @@ def ownership(request: Request) -> Response:
     )
 
 
-@extend_schema(responses=dict)
+@extend_schema(responses=BalanceOutput)
 @api_view(["GET"])
 @permission_classes([IsUser])
 def balance(request: Request) -> Response:
@@ -124,7 +152,7 @@ def balance(request: Request) -> Response:
     return Response(selectors.balance_status())
 
 
-@extend_schema(responses=dict)
+@extend_schema(responses=RankingsOutput)
 @api_view(["GET"])
 @permission_classes([IsUser])
 def rankings(request: Request) -> Response:
@@ -158,7 +186,8 @@ def _config_state() -> dict[str, Any]:
     }
 
 
-@extend_schema(request=ConfigInput, responses=dict)
+@extend_schema(methods=["GET"], responses=ConfigOutput)
+@extend_schema(methods=["POST"], request=ConfigInput, responses=CONFIG_CHANGE_ANSWER)
 @api_view(["GET", "POST"])
 @permission_classes([IsUser])
 def config(request: Request) -> Response:
@@ -180,7 +209,7 @@ def config(request: Request) -> Response:
     return Response({**_config_state(), "saved": version.pk if version else None})
 
 
-@extend_schema(request=RollbackInput, responses=dict)
+@extend_schema(request=RollbackInput, responses=ConfigSavedOutput)
 @api_view(["POST"])
 @permission_classes([IsOperator])
 def config_rollback_view(request: Request, pk: int) -> Response:
@@ -193,7 +222,7 @@ def config_rollback_view(request: Request, pk: int) -> Response:
     return Response({**_config_state(), "saved": version.pk if version else None})
 
 
-@extend_schema(responses=dict)
+@extend_schema(responses=LoopOutput)
 @api_view(["GET"])
 @permission_classes([IsUser])
 def loop(request: Request) -> Response:
@@ -201,7 +230,7 @@ def loop(request: Request) -> Response:
     return Response(selectors.loop_health())
 
 
-@extend_schema(request=None, responses=dict)
+@extend_schema(request=None, responses=LoopOutput)
 @api_view(["POST"])
 @permission_classes([IsOperator])
 def loop_pause(request: Request) -> Response:
@@ -210,7 +239,7 @@ def loop_pause(request: Request) -> Response:
     return Response(selectors.loop_health())
 
 
-@extend_schema(request=None, responses=dict)
+@extend_schema(request=None, responses=LoopOutput)
 @api_view(["POST"])
 @permission_classes([IsOperator])
 def loop_resume(request: Request) -> Response:
@@ -219,7 +248,7 @@ def loop_resume(request: Request) -> Response:
     return Response(selectors.loop_health())
 
 
-@extend_schema(responses=dict)
+@extend_schema(responses=DecisionFeedOutput)
 @api_view(["GET"])
 @permission_classes([IsUser])
 def decision_feed(request: Request) -> Response:
@@ -227,7 +256,7 @@ def decision_feed(request: Request) -> Response:
     return Response({"feed": selectors.decision_feed()})
 
 
-@extend_schema(responses=dict)
+@extend_schema(responses=BundleMapOutput)
 @api_view(["GET"])
 @permission_classes([IsUser])
 def bundle_map(request: Request) -> Response:
@@ -238,7 +267,7 @@ def bundle_map(request: Request) -> Response:
     return Response(selectors.bundle_map(page=page, contains=contains))
 
 
-@extend_schema(responses=dict)
+@extend_schema(responses=DomainsOutput)
 @api_view(["GET"])
 @permission_classes([IsUser])
 def domains(request: Request) -> Response:
@@ -247,7 +276,7 @@ def domains(request: Request) -> Response:
     return Response(selectors.domain_layout())
 
 
-@extend_schema(responses=dict)
+@extend_schema(responses=StrategiesOutput)
 @api_view(["GET"])
 @permission_classes([IsUser])
 def strategies(request: Request) -> Response:
@@ -332,7 +361,7 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
             args = (selectors.bundles_with_loads(list(args[0])), *args[1:])
         return super().get_serializer(*args, **kwargs)
 
-    @extend_schema(request=UnloadInput, responses=dict)
+    @extend_schema(request=UnloadInput, responses=UNLOAD_ANSWER)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def unload(self, request: Request, pk: Any = None) -> Response:
         """Unload the bundle: 409 when it is no longer owned by ``expected_owner``, or a veto
@@ -340,14 +369,14 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
         ``preview`` the plan, its vetoes and every destination (eligible or why not), unapplied."""
         return _unload(request, self.get_object().name)
 
-    @extend_schema(request=SplitInput, responses=dict)
+    @extend_schema(request=SplitInput, responses=SPLIT_ANSWER)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def split(self, request: Request, pk: Any = None) -> Response:
         """Split the bundle: 409 when it is no longer owned by ``expected_owner``. With
         ``preview`` the plan and each child's share of the load, unapplied."""
         return _split(request, self.get_object().name)
 
-    @extend_schema(request=ByNameUnloadInput, responses=dict)
+    @extend_schema(request=ByNameUnloadInput, responses=UNLOAD_ANSWER)
     @action(
         detail=False, methods=["post"], permission_classes=[IsOperator], url_path="by-name/unload"
     )
@@ -355,7 +384,7 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
         """``unload`` for the bundle named in the body (the bundle map knows names)."""
         return _unload(request, _named(request))
 
-    @extend_schema(request=ByNameSplitInput, responses=dict)
+    @extend_schema(request=ByNameSplitInput, responses=SPLIT_ANSWER)
     @action(
         detail=False, methods=["post"], permission_classes=[IsOperator], url_path="by-name/split"
     )
@@ -363,7 +392,7 @@ class BundleViewSet(viewsets.ReadOnlyModelViewSet):
         """``split`` for the bundle named in the body."""
         return _split(request, _named(request))
 
-    @extend_schema(request=ByNameUndoInput, responses=dict)
+    @extend_schema(request=ByNameUndoInput, responses=UNDO_BY_NAME_ANSWER)
     @action(
         detail=False, methods=["post"], permission_classes=[IsOperator], url_path="by-name/undo"
     )
@@ -431,11 +460,6 @@ def _split(request: Request, name: str) -> Response:
     return Response(result)
 
 
-class BrokerStateOutput(serializers.Serializer):
-    broker = serializers.CharField()
-    state = serializers.ChoiceField(choices=["active", "draining", "drained"])
-
-
 class BrokerViewSet(viewsets.GenericViewSet):
     """Broker life cycle for operators: drain (bundles move away, then drained) and activate."""
 
@@ -455,7 +479,7 @@ class BrokerViewSet(viewsets.GenericViewSet):
 
     @extend_schema(
         parameters=[OpenApiParameter("range", int, description="seconds: 900, 3600 or 21600")],
-        responses=dict,
+        responses=BrokerHistoryOutput,
     )
     @action(detail=True, methods=["get"], permission_classes=[IsUser])
     def history(self, request: Request, name: str = "") -> Response:
@@ -466,14 +490,14 @@ class BrokerViewSet(viewsets.GenericViewSet):
             raise ConsoleError("range is a number of seconds", field="range")
         return Response(selectors.broker_history(name, range_s=int(raw)))
 
-    @extend_schema(request=OperatorActionInput, responses=BrokerStateOutput)
+    @extend_schema(request=OperatorActionInput, responses=BROKER_STATE_ANSWER)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def drain(self, request: Request, name: str = "") -> Response:
         """Drain the broker: its bundles move away, then it is drained; 409 for the last serving
         broker. With ``preview`` the plan (each bundle and where it would go), unapplied."""
         return self._state(request, name, "draining")
 
-    @extend_schema(request=OperatorActionInput, responses=BrokerStateOutput)
+    @extend_schema(request=OperatorActionInput, responses=BROKER_STATE_ANSWER)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def activate(self, request: Request, name: str = "") -> Response:
         """Return the broker to the active set. With ``preview`` the plan, unapplied."""
@@ -511,7 +535,7 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[AuditEvent]:
         return selectors.audit_events(self.request.query_params)
 
-    @extend_schema(request=UndoInput, responses=dict)
+    @extend_schema(request=UndoInput, responses=UNDO_ANSWER)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def undo(self, request: Request, pk: str) -> Response:
         """Undo a completed unload: the bundle back to the broker it left, through the same
@@ -555,7 +579,7 @@ class ReportRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             OpenApiParameter("limit", int, description="rows, at most 5,000"),
             OpenApiParameter("newest", bool, description="the last rows instead of the first"),
         ],
-        responses=dict,
+        responses=ReportResultsOutput,
     )
     @action(detail=True, methods=["get"], url_path=r"results/(?P<name>[a-z_]+)")
     def results(self, request: Request, pk: Any = None, name: str = "") -> Response:
@@ -570,7 +594,7 @@ class ReportRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         )
 
 
-@extend_schema(responses=dict)
+@extend_schema(responses=PulsarStatusOutput)
 @api_view(["GET"])
 @permission_classes([IsUser])
 def pulsar(request: Request) -> Response:
@@ -581,7 +605,7 @@ def pulsar(request: Request) -> Response:
 
 @extend_schema(
     parameters=[OpenApiParameter("window", str, enum=["hour", "day"], description="default hour")],
-    responses=dict,
+    responses=EVIDENCE_ANSWER,
 )
 @api_view(["GET"])
 @permission_classes([IsUser])
@@ -605,7 +629,8 @@ class PulsarControlInput(serializers.Serializer):
     confirm = serializers.BooleanField()
 
 
-@extend_schema(request=PulsarControlInput, responses=dict)
+@extend_schema(methods=["GET"], responses=ControlPreviewOutput)
+@extend_schema(methods=["POST"], request=PulsarControlInput, responses=CONTROL_ANSWER)
 @api_view(["GET", "POST"])
 @permission_classes([IsOperator])
 def pulsar_control(request: Request, pk: int) -> Response:
@@ -632,7 +657,7 @@ class PulsarExecutorInput(serializers.Serializer):
     stopped = serializers.BooleanField()
 
 
-@extend_schema(request=PulsarExecutorInput, responses=dict)
+@extend_schema(request=PulsarExecutorInput, responses=PulsarStatusOutput)
 @api_view(["POST"])
 @permission_classes([IsOperator])
 def pulsar_executor(request: Request, pk: int) -> Response:
@@ -644,6 +669,22 @@ def pulsar_executor(request: Request, pk: int) -> Response:
         pk, stopped=params.validated_data["stopped"], actor=acting_user(request), now=timezone.now()
     )
     return Response(selectors.pulsar_status())
+
+
+class SchemaView(SpectacularAPIView):
+    """OpenApi3 schema for this API. Format can be selected via content negotiation.
+
+    - YAML: application/vnd.oai.openapi
+    - JSON: application/vnd.oai.openapi+json
+    """
+
+    # drf-spectacular's view (its docstring, the description, kept), its answer described as
+    # an OpenAPI document.
+
+    @extend_schema(responses={200: OpenApiDocumentOutput})
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response: Response = super().get(request, *args, **kwargs)
+        return response
 
 
 _ENDPOINTS: list[dict[str, Any]] = []

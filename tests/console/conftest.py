@@ -80,3 +80,24 @@ def pulsar_world(workload, db, settings):
         respx.mock(assert_all_called=False) as router,
     ):
         yield build, clock
+
+
+@pytest.fixture(autouse=True)
+def _answers_match_the_schema(monkeypatch):
+    """Every /api/ answer a test gets from Django's test client matches the OpenAPI schema of
+    its operation and status (``tests.console.api_schema.check_answer``): the schema describes
+    what the API answers, in every state the tests put it in."""
+    from django.test import client
+
+    from tests.console.api_schema import check_answer
+
+    sent = client.Client.request
+
+    def request(self, **kwargs):
+        response = sent(self, **kwargs)
+        path = kwargs.get("PATH_INFO", "")
+        if path.startswith("/api/") and not path.startswith("/api/docs/"):
+            check_answer(kwargs.get("REQUEST_METHOD", "GET"), path, response)
+        return response
+
+    monkeypatch.setattr(client.Client, "request", request)
