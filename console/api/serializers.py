@@ -57,16 +57,6 @@ class BundleOutput(serializers.ModelSerializer):
         ]
 
 
-class UnloadOutput(serializers.Serializer):
-    bundle = serializers.CharField()
-    source = serializers.CharField()  # type: ignore[assignment]  # a field, not Field.source
-    destination = serializers.CharField(allow_null=True)
-    forced = serializers.BooleanField()
-    explanation = serializers.CharField()
-    audit = serializers.IntegerField(allow_null=True)
-    decision = serializers.IntegerField()
-
-
 @extend_schema_field(DECISION_DETAILS)
 class DecisionDetailsField(serializers.JSONField):
     """``Decision.details`` as stored: the whole plan, or why the config could not plan."""

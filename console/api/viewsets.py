@@ -48,6 +48,7 @@ from console.api.responses.verbs import (
     UNDO_BY_NAME_ANSWER,
     UNLOAD_ANSWER,
     BrokerStateOutput,
+    UnloadOutput,
 )
 from console.api.serializers import (
     AuditEventOutput,
@@ -58,7 +59,6 @@ from console.api.serializers import (
     LookupOutput,
     ReportRunInput,
     ReportRunOutput,
-    UnloadOutput,
     load_report_accepted,
 )
 from console.errors import ConsoleError

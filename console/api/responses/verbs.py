@@ -7,7 +7,6 @@ from rest_framework import serializers
 
 from console.api.responses.common import BROKER_STATES, AnyOf, iso, names
 from console.api.responses.plans import CyclePlanOutput
-from console.api.serializers import UnloadOutput
 from console.models import Broker
 
 
@@ -93,6 +92,19 @@ class UndoPreviewOutput(UnloadPreviewOutput):
 
     reverses = serializers.IntegerField(help_text="the audit row")
     undoes = UndoneMoveOutput()
+
+
+class UnloadOutput(serializers.Serializer):
+    """An operator's applied unload: the bundle, from and to which broker, forced past a veto
+    or not, why, and its audit row and decision."""
+
+    bundle = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # a field, not Field.source
+    destination = serializers.CharField(allow_null=True)
+    forced = serializers.BooleanField()
+    explanation = serializers.CharField()
+    audit = serializers.IntegerField(allow_null=True)
+    decision = serializers.IntegerField()
 
 
 class UndoOutput(UnloadOutput):
