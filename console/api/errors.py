@@ -52,16 +52,27 @@ def console_error_body(exc: ConsoleError) -> dict[str, Any]:
 INTERNAL_ERROR = error_body(500, "internal error; the server log has the details")
 
 
+def _words(errors: Any) -> str:
+    """A validation error's messages in words: a list's joined, a nested object's (a list
+    item's, say) each after where it is (``0: Ensure this field has no more than 60
+    characters.``), never Python's repr of DRF's ``ErrorDetail``."""
+    if isinstance(errors, dict):
+        return "; ".join(f"{k}: {_words(v)}" for k, v in errors.items())
+    if isinstance(errors, list | tuple):
+        return " ".join(_words(e) for e in errors)
+    return str(errors)
+
+
 def _drf_body(status: int, data: Any) -> dict[str, Any]:
     """DRF's own refusals in the one shape: a validation error's fields (the first named as
     ``field``, all of them in ``fields``), else its ``detail``."""
     if isinstance(data, dict) and "detail" not in data:
         fields = {str(k): v if isinstance(v, list) else [v] for k, v in data.items()}
-        message = "; ".join(f"{k}: {' '.join(str(m) for m in v)}" for k, v in fields.items())
+        message = "; ".join(f"{k}: {_words(v)}" for k, v in fields.items())
         first = next(iter(fields), None)
         return error_body(status, message or "invalid input", first, fields=fields)
     if isinstance(data, list):
-        return error_body(status, " ".join(str(m) for m in data) or "invalid input")
+        return error_body(status, _words(data) or "invalid input")
     detail = data.get("detail", "") if isinstance(data, dict) else data
     return error_body(status, str(detail))
 

@@ -217,6 +217,15 @@ def test_a_preview_says_whether_an_override_would_pass_its_veto(owned, operator_
     )
     assert bad.status_code == 400
     assert "overrides" in bad.content.decode()
+    # A bad item of the list is said where it is, in words (not Python's repr of DRF's error).
+    long = operator_client.post(
+        "/api/bundles/by-name/unload/",
+        {"bundle": owned.name, "force": True, "overrides": ["x" * 61]},
+        format="json",
+    )
+    assert long.status_code == 400
+    message = long.json()["error"]["message"]
+    assert message == "overrides: 0: Ensure this field has no more than 60 characters."
     forced = operator_client.post(
         "/api/bundles/by-name/unload/",
         {"bundle": owned.name, "force": True, "overrides": []},
