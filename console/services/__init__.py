@@ -6,10 +6,10 @@ needs one service module (the dead-man's, ``console.services.deadman``) does not
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from console.errors import ConsoleError  # the services' error (a leaf module)
+from console.lazy import lazy_names
 
 if TYPE_CHECKING:
     from console.services.brokers import broker_state_preview, broker_state_set
@@ -53,11 +53,4 @@ __all__ = [
 
 
 if not TYPE_CHECKING:  # mypy reads the imports above, and so checks every name used
-
-    def __getattr__(name: str) -> Any:
-        home = _HOMES.get(name)
-        if home is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-        globals()[name] = value
-        return value
+    __getattr__ = lazy_names(__name__, _HOMES)
