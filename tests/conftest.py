@@ -33,10 +33,63 @@ if os.environ.get("CI"):
 
 # The console's tests empty the live load store before and after each test: never make run's.
 MAKE_RUN_STORE = "redis://127.0.0.1:6390/0"
+REDIS_URL = os.environ.get("REDIS_URL", MAKE_RUN_STORE)  # as given, before a worker's own below
+
+# The tests that need the whole machine or something shared: each starts make run's stack (or a
+# benchmark's) of several processes with timing checks. Marked ``serial`` here by their file;
+# `make test` runs them alone, after the others ran in parallel (docs/developers/testing.md).
+SERIAL_FILES = {
+    "test_deadman_stack.py",
+    "test_faults_stack.py",
+    "test_multi_process_stack.py",
+    "test_job_kills.py",
+    "test_scale_short.py",
+    "test_soak_short.py",
+}
+
+
+def worker_redis_url(url: str, worker: str) -> str:
+    """``url``'s Redis database for pytest-xdist's worker ``worker`` (gw0, gw1, ...): the URL's
+    own number plus the worker's index, so that workers never empty each other's load store,
+    queues or channel groups."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    number = int(parts.path.strip("/") or 0) + int(worker.removeprefix("gw"))
+    if number > 15:
+        raise ValueError(f"{url}: no Redis database {number} for xdist worker {worker}")
+    return urlunsplit(parts._replace(path=f"/{number}"))
+
+
+def _worker_redis() -> None:
+    """Under pytest-xdist, point this worker at its own Redis database: the settings (read
+    before this file by pytest-django) and the environment its subprocesses inherit."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or REDIS_URL == MAKE_RUN_STORE:
+        return
+    from console.settings import channel_layer_host
+
+    url = worker_redis_url(REDIS_URL, worker)
+    os.environ["REDIS_URL"] = url
+    for name in ("REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
+        if getattr(settings, name) == REDIS_URL:
+            setattr(settings, name, url)
+    layer = settings.CHANNEL_LAYERS["default"]
+    if layer.get("CONFIG", {}).get("hosts", [{}])[0].get("address") == REDIS_URL:
+        layer["CONFIG"]["hosts"] = [channel_layer_host(url)]
+
+
+_worker_redis()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SERIAL_FILES and item.path.parent.name == "tests":
+            item.add_marker(pytest.mark.serial)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if os.environ.get("REDIS_URL", MAKE_RUN_STORE) == MAKE_RUN_STORE:
+    if REDIS_URL == MAKE_RUN_STORE:
         pytest.exit(
             "REDIS_URL names make run's live load store (127.0.0.1:6390, db 0), which these "
             "tests empty: run `make test`, or point REDIS_URL at another Redis or database "
