@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -35,16 +36,17 @@ if os.environ.get("CI"):
 MAKE_RUN_STORE = "redis://127.0.0.1:6390/0"
 REDIS_URL = os.environ.get("REDIS_URL", MAKE_RUN_STORE)  # as given, before a worker's own below
 
-# The tests that need the whole machine or something shared: each starts make run's stack (or a
-# benchmark's) of several processes with timing checks. Marked ``serial`` here by their file;
-# `make test` runs them alone, after the others ran in parallel (docs/developers/testing.md).
+# The tests that start make run's stack (or a benchmark's) of several processes, with timing
+# checks: two of them at once would each have half the machine. Marked ``serial`` here by their
+# file; with ``--dist loadgroup`` (`make test`) they form one group, run one after another on
+# one worker while the other workers take the rest (docs/developers/testing.md).
 SERIAL_FILES = {
-    "test_deadman_stack.py",
-    "test_faults_stack.py",
-    "test_multi_process_stack.py",
-    "test_job_kills.py",
-    "test_scale_short.py",
-    "test_soak_short.py",
+    "tests/test_deadman_stack.py",
+    "tests/test_faults_stack.py",
+    "tests/test_job_kills.py",
+    "tests/test_multi_process_stack.py",
+    "tests/test_scale_short.py",
+    "tests/test_soak_short.py",
 }
 
 
@@ -84,8 +86,32 @@ _worker_redis()
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.name in SERIAL_FILES and item.path.parent.name == "tests":
+        if item.nodeid.split("::")[0] in SERIAL_FILES:
             item.add_marker(pytest.mark.serial)
+        elif item.get_closest_marker("serial"):
+            raise pytest.UsageError(
+                f"{item.nodeid}: a serial test's file goes in SERIAL_FILES (tests/conftest.py), "
+                "which the scheduler reads (it never sees the marks)"
+            )
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown when it is off (-p no:xdist)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: xdist's, with SERIAL_FILES' tests as one more group, "serial",
+    the largest, so sent first. Known by their file: the scheduler sees node ids, not marks,
+    and pytest 9.2 no longer lets xdist 3.8 put an ``xdist_group`` into a node id
+    (pytest-dev/pytest-xdist#1386), so that mark groups nothing here."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SerialGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.split("::")[0] in SERIAL_FILES:
+                return "serial"
+            return super()._split_scope(nodeid)
+
+    return SerialGroupScheduling(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:
