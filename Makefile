@@ -78,7 +78,8 @@ run: setup
 
 # The quick inner loop: the linters, the core's tests and the console's fast ones (not Spark's,
 # not the browser's, not the serial ones: docs/developers/testing.md), in parallel, without
-# coverage, on a Redis of its own and in var/check/: it can run beside `make test`.
+# coverage, on a Redis of its own, in var/check/ and on ports of its own (TEST_PORT_BASE,
+# tests/support.py): it can run beside `make test`.
 check: setup
 	$(BIN)/ruff check balancer console tests
 	$(BIN)/lint-imports
@@ -88,7 +89,7 @@ check: setup
 	   --pidfile "$(CURDIR)/var/check/redis.pid" --logfile "$(CURDIR)/var/check/redis.log"; \
 	 trap 'redis-cli -p $(CHECK_REDIS_PORT) shutdown nosave >/dev/null 2>&1' EXIT; \
 	 export PATH="$(CURDIR)/$(BIN):$$PATH" REDIS_URL=redis://127.0.0.1:$(CHECK_REDIS_PORT)/0 \
-	   FULCRUM_VAR_DIR="$(CURDIR)/var/check"; \
+	   FULCRUM_VAR_DIR="$(CURDIR)/var/check" TEST_PORT_BASE=26000; \
 	 $(BIN)/pytest tests/balancer tests/console tests/test_docs.py -n $(TEST_WORKERS) \
 	   -m "not spark and not browser and not serial" -p no:cacheprovider $(PYTEST_ARGS)
 
