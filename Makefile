@@ -1,4 +1,5 @@
 # Fulcrum: `make run` sets everything up and runs the product; `make test` sets up and runs every test;
+# `make check` is the quick inner loop (the linters and the fast tests, in about two minutes);
 # `make plotly` rebuilds the console's Plotly bundle (the one target that needs Node and npm).
 PYTHON      ?= python3
 VENV        := .venv
@@ -6,6 +7,9 @@ BIN         := $(VENV)/bin
 REDIS_PORT  ?= 6390
 TEST_REDIS_PORT ?= 6391
 TEST_PG_PORT ?= 6392
+CHECK_REDIS_PORT ?= 6394
+# pytest-xdist's workers for the tests that can run side by side (the machines have 2 cores).
+TEST_WORKERS ?= 2
 WEB_PORT    ?= 8000
 WEB_WORKERS ?= 1
 PULSAR_PORT ?= 18080
@@ -29,7 +33,7 @@ APT_PKGS := $(if $(shell command -v redis-server),,redis-server) \
             $(if $(wildcard /usr/bin/chromium),,chromium) \
             $(if $(wildcard /usr/lib/postgresql/*/bin/pg_ctl),,postgresql)
 
-.PHONY: setup sysdeps run test test-pulsar lint bench plotly clean
+.PHONY: setup sysdeps run check test test-pulsar lint bench plotly clean
 
 setup: sysdeps $(BIN)/.installed
 
@@ -72,6 +76,26 @@ run: setup
 	  FULCRUM_PULSAR_TOKEN="$$(cat $(RUN_VAR)/demo-pulsar-token)" \
 	  REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/0 $(BIN)/honcho start
 
+# The quick inner loop: the linters, the core's tests and the console's fast ones (not Spark's,
+# not the browser's, not the serial ones: docs/developers/testing.md), in parallel, without
+# coverage, on a Redis of its own, in var/check/ and on ports of its own (TEST_PORT_BASE,
+# tests/support.py): it can run beside `make test`.
+check: setup
+	$(BIN)/ruff check balancer console tests
+	$(BIN)/lint-imports
+	$(BIN)/mypy balancer console
+	@mkdir -p var/check; \
+	 redis-server --port $(CHECK_REDIS_PORT) --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
+	   --pidfile "$(CURDIR)/var/check/redis.pid" --logfile "$(CURDIR)/var/check/redis.log"; \
+	 trap 'redis-cli -p $(CHECK_REDIS_PORT) shutdown nosave >/dev/null 2>&1' EXIT; \
+	 export PATH="$(CURDIR)/$(BIN):$$PATH" REDIS_URL=redis://127.0.0.1:$(CHECK_REDIS_PORT)/0 \
+	   FULCRUM_VAR_DIR="$(CURDIR)/var/check" TEST_PORT_BASE=26000; \
+	 $(BIN)/pytest tests/balancer tests/console tests/test_docs.py -n $(TEST_WORKERS) \
+	   -m "not spark and not browser and not serial" -p no:cacheprovider $(PYTEST_ARGS)
+
+# Every test, TEST_WORKERS at a time on SQLite with balancer/ gated at 100 % branch coverage: the
+# serial ones (each starts make run's stack or a benchmark's) one after another on one worker, the
+# others spread over all (--dist loadgroup, tests/conftest.py); then the console's on PostgreSQL.
 test: setup
 	$(BIN)/ruff check balancer console tests
 	$(BIN)/lint-imports
@@ -81,13 +105,14 @@ test: setup
 	   --pidfile "$(CURDIR)/var/redis-test.pid" --logfile "$(CURDIR)/var/redis-test.log"; \
 	 trap 'redis-cli -p $(TEST_REDIS_PORT) shutdown nosave >/dev/null 2>&1; scripts/pg-private stop var/pg-test' EXIT; \
 	 export PATH="$(CURDIR)/$(BIN):$$PATH" REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0; \
-	 echo "== every test on SQLite, balancer/ gated at 100 % branch coverage"; \
-	 $(BIN)/pytest --cov=balancer --cov-branch --cov-report=term-missing:skip-covered \
-	     --cov-fail-under=100 $(PYTEST_ARGS) && \
-	 echo "== the console's tests again on PostgreSQL" && \
+	 echo "== every test on SQLite, $(TEST_WORKERS) at a time (the serial ones one after another), balancer/ gated at 100 % branch coverage"; \
+	 $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --cov=balancer --cov-branch \
+	     --cov-report=term-missing:skip-covered --cov-fail-under=100 $(PYTEST_ARGS) && \
+	 echo "== the console's tests again on PostgreSQL, $(TEST_WORKERS) at a time" && \
 	 scripts/pg-private start var/pg-test $(TEST_PG_PORT) && \
 	 DATABASE_URL=postgres://fulcrum@127.0.0.1:$(TEST_PG_PORT)/fulcrum \
-	   $(BIN)/pytest tests/console -m "not spark and not browser" -p no:cacheprovider $(PYTEST_ARGS)
+	   $(BIN)/pytest tests/console -n $(TEST_WORKERS) -m "not spark and not browser" \
+	     -p no:cacheprovider $(PYTEST_ARGS)
 
 # Fulcrum against a real Apache Pulsar in containers (apachepulsar/pulsar, 3.x and 4.x, both load
 # managers): skipped, saying why, where no container runtime answers (docker info).

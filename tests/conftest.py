@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -33,10 +34,88 @@ if os.environ.get("CI"):
 
 # The console's tests empty the live load store before and after each test: never make run's.
 MAKE_RUN_STORE = "redis://127.0.0.1:6390/0"
+REDIS_URL = os.environ.get("REDIS_URL", MAKE_RUN_STORE)  # as given, before a worker's own below
+
+# The tests that start make run's stack (or a benchmark's) of several processes, with timing
+# checks: two of them at once would each have half the machine. Marked ``serial`` here by their
+# file; with ``--dist loadgroup`` (`make test`) they form one group, run one after another on
+# one worker while the other workers take the rest (docs/developers/testing.md).
+SERIAL_FILES = {
+    "tests/test_deadman_stack.py",
+    "tests/test_faults_stack.py",
+    "tests/test_job_kills.py",
+    "tests/test_multi_process_stack.py",
+    "tests/test_scale_short.py",
+    "tests/test_soak_short.py",
+}
+
+
+def worker_redis_url(url: str, worker: str) -> str:
+    """``url``'s Redis database for pytest-xdist's worker ``worker`` (gw0, gw1, ...): the URL's
+    own number plus the worker's index, so that workers never empty each other's load store,
+    queues or channel groups."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    number = int(parts.path.strip("/") or 0) + int(worker.removeprefix("gw"))
+    if number > 15:
+        raise ValueError(f"{url}: no Redis database {number} for xdist worker {worker}")
+    return urlunsplit(parts._replace(path=f"/{number}"))
+
+
+def _worker_redis() -> None:
+    """Under pytest-xdist, point this worker at its own Redis database: the settings (read
+    before this file by pytest-django) and the environment its subprocesses inherit."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or REDIS_URL == MAKE_RUN_STORE:
+        return
+    from console.settings import channel_layer_host
+
+    url = worker_redis_url(REDIS_URL, worker)
+    os.environ["REDIS_URL"] = url
+    for name in ("REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
+        if getattr(settings, name) == REDIS_URL:
+            setattr(settings, name, url)
+    layer = settings.CHANNEL_LAYERS["default"]
+    if layer.get("CONFIG", {}).get("hosts", [{}])[0].get("address") == REDIS_URL:
+        layer["CONFIG"]["hosts"] = [channel_layer_host(url)]
+
+
+_worker_redis()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.split("::")[0] in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)
+        elif item.get_closest_marker("serial"):
+            raise pytest.UsageError(
+                f"{item.nodeid}: a serial test's file goes in SERIAL_FILES (tests/conftest.py), "
+                "which the scheduler reads (it never sees the marks)"
+            )
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown when it is off (-p no:xdist)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: xdist's, with SERIAL_FILES' tests as one more group, "serial",
+    the largest, so sent first. Known by their file: the scheduler sees node ids, not marks,
+    and pytest 9.2 no longer lets xdist 3.8 put an ``xdist_group`` into a node id
+    (pytest-dev/pytest-xdist#1386), so that mark groups nothing here."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SerialGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.split("::")[0] in SERIAL_FILES:
+                return "serial"
+            return super()._split_scope(nodeid)
+
+    return SerialGroupScheduling(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if os.environ.get("REDIS_URL", MAKE_RUN_STORE) == MAKE_RUN_STORE:
+    if REDIS_URL == MAKE_RUN_STORE:
         pytest.exit(
             "REDIS_URL names make run's live load store (127.0.0.1:6390, db 0), which these "
             "tests empty: run `make test`, or point REDIS_URL at another Redis or database "

@@ -12,6 +12,50 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# The ports free_port, free_ports and free_port_block choose come from below the kernel's
+# ephemeral range, which every bind to port 0 and every outgoing connection on the machine draw
+# from (a port chosen there can be taken between its choice and its server's bind), and under
+# pytest-xdist from a slice of their own for each worker (gw0 the first; a run without xdist
+# takes gw0's): two workers never choose the same port. TEST_PORT_BASE moves the slices
+# (make check's start above make test's, so that the two can run at once).
+PORT_SLICE = 750
+PORT_SLICES = 8
+_cursor: dict[int, int] = {}
+
+
+def port_slice() -> range:
+    """The ports this process chooses from (see above); empty where the kernel's ephemeral range
+    leaves no room below it, and then the kernel chooses (a bind to port 0)."""
+    base = int(os.environ.get("TEST_PORT_BASE", "20000"))
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")) % PORT_SLICES
+    ports = range(base + index * PORT_SLICE, base + (index + 1) * PORT_SLICE)
+    try:
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    return ports if ports.stop <= ephemeral else range(0)
+
+
+def _slice_order(ports: range) -> list[int]:
+    """``ports`` from where this process's last choice ended (a random place at first): ports
+    just handed out come last."""
+    import random
+
+    at = _cursor.setdefault(ports.start, random.randrange(len(ports)))
+    return [*ports[at:], *ports[:at]]
+
+
+def _bound(port: int) -> socket.socket | None:
+    """A socket bound to 127.0.0.1:``port``, or None where something holds it."""
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        return None
+    return s
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     return free_ports(1)[0]
@@ -21,36 +65,57 @@ def free_ports(count: int) -> list[int]:
     """``count`` distinct TCP ports on 127.0.0.1 that nothing listens on right now, ascending
     (all held at once while chosen, so none repeats)."""
     sockets = []
-    for _ in range(count):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        sockets.append(s)
-    ports = sorted(s.getsockname()[1] for s in sockets)
-    for s in sockets:
-        s.close()
-    return ports
+    ports = port_slice()
+    try:
+        if not ports:
+            for _ in range(count):
+                s = socket.socket()
+                s.bind(("127.0.0.1", 0))
+                sockets.append(s)
+        else:
+            for port in _slice_order(ports):
+                if (s := _bound(port)) is not None:
+                    sockets.append(s)
+                    if len(sockets) == count:
+                        _cursor[ports.start] = (port + 1 - ports.start) % len(ports)
+                        break
+            else:
+                raise RuntimeError(f"no {count} free ports in {ports}")
+        return sorted(s.getsockname()[1] for s in sockets)
+    finally:
+        for s in sockets:
+            s.close()
 
 
-def free_port_block(count: int, start: int = 20000, stop: int = 60000) -> int:
+def free_port_block(count: int, start: int | None = None, stop: int | None = None) -> int:
     """The first of ``count`` consecutive TCP ports on 127.0.0.1 that nothing listens on now
-    (a simulated cluster binds broker i to base + i), looked for from a random offset."""
+    (a simulated cluster binds broker i to base + i): from this process's slice (``port_slice``)
+    where it has room, else between ``start`` and ``stop`` (20000 and 60000) from a random
+    offset."""
     import random
 
-    offset = random.randrange(start, stop - count)
-    for base in [*range(offset, stop - count, 101), *range(start, offset, 101)]:
+    ports = port_slice()
+    if start is None and stop is None and len(ports) >= count:
+        order = [p for p in _slice_order(ports) if p + count <= ports.stop]
+    else:
+        start, stop = start or 20000, stop or 60000
+        offset = random.randrange(start, stop - count)
+        order = [*range(offset, stop - count, 101), *range(start, offset, 101)]
+    for base in order:
         sockets = []
         try:
             for port in range(base, base + count):
-                s = socket.socket()
+                if (s := _bound(port)) is None:
+                    break
                 sockets.append(s)
-                s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
+            else:
+                if ports and base in ports:
+                    _cursor[ports.start] = (base + count - ports.start) % len(ports)
+                return base
         finally:
             for s in sockets:
                 s.close()
-        return base
-    raise RuntimeError(f"no {count} consecutive free ports between {start} and {stop}")
+    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 def wait_for_port(port: int, attempts: int = 150, pause_s: float = 0.2) -> bool:
