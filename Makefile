@@ -77,9 +77,10 @@ run: setup
 	  REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/0 $(BIN)/honcho start
 
 # The quick inner loop: the linters, the core's tests and the console's fast ones (not Spark's,
-# not the browser's, not the serial ones: docs/developers/testing.md), in parallel, without
-# coverage, on a Redis of its own, in var/check/ and on ports of its own (TEST_PORT_BASE,
-# tests/support.py): it can run beside `make test`.
+# the browser's, the serial ones nor the API's schema fuzz: docs/developers/testing.md), in
+# parallel (worksteal: an idle worker takes tests queued on the other), without coverage, on a
+# Redis of its own, in var/check/ and on ports of its own (TEST_PORT_BASE, tests/support.py): it
+# can run beside `make test`.
 check: setup
 	$(BIN)/ruff check balancer console tests
 	$(BIN)/lint-imports
@@ -90,7 +91,8 @@ check: setup
 	 trap 'redis-cli -p $(CHECK_REDIS_PORT) shutdown nosave >/dev/null 2>&1' EXIT; \
 	 export PATH="$(CURDIR)/$(BIN):$$PATH" REDIS_URL=redis://127.0.0.1:$(CHECK_REDIS_PORT)/0 \
 	   FULCRUM_VAR_DIR="$(CURDIR)/var/check" TEST_PORT_BASE=26000; \
-	 $(BIN)/pytest tests/balancer tests/console tests/test_docs.py -n $(TEST_WORKERS) \
+	 $(BIN)/pytest tests/balancer tests/console tests/test_docs.py \
+	   --ignore=tests/console/test_schema_fuzz.py -n $(TEST_WORKERS) --dist worksteal \
 	   -m "not spark and not browser and not serial" -p no:cacheprovider $(PYTEST_ARGS)
 
 # Every test, TEST_WORKERS at a time on SQLite with balancer/ gated at 100 % branch coverage: the
@@ -111,7 +113,7 @@ test: setup
 	 echo "== the console's tests again on PostgreSQL, $(TEST_WORKERS) at a time" && \
 	 scripts/pg-private start var/pg-test $(TEST_PG_PORT) && \
 	 DATABASE_URL=postgres://fulcrum@127.0.0.1:$(TEST_PG_PORT)/fulcrum \
-	   $(BIN)/pytest tests/console -n $(TEST_WORKERS) -m "not spark and not browser" \
+	   $(BIN)/pytest tests/console -n $(TEST_WORKERS) --dist worksteal -m "not spark and not browser" \
 	     -p no:cacheprovider $(PYTEST_ARGS)
 
 # Fulcrum against a real Apache Pulsar in containers (apachepulsar/pulsar, 3.x and 4.x, both load
