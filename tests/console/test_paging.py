@@ -14,11 +14,16 @@ from rest_framework.test import APIClient
 
 from console import selectors
 from console.models import Bundle, Namespace
+from console.selectors import bundles as bundle_selectors
 
 
 @pytest.fixture
 def small_pages(monkeypatch):
-    monkeypatch.setattr(selectors.bundles, "BUNDLE_MAP_PAGE_BUNDLES", 5)
+    # The package's name first (console/lazy.py keeps a name in the package once used): patched
+    # second, its first use would read the patched 5 and undo would put 5 back, for every later
+    # test in this process.
+    monkeypatch.setattr(selectors, "BUNDLE_MAP_PAGE_BUNDLES", 5)
+    monkeypatch.setattr(bundle_selectors, "BUNDLE_MAP_PAGE_BUNDLES", 5)
 
 
 def _bundles(answer: dict) -> set[tuple[str, int]]:
