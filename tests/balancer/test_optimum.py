@@ -84,3 +84,15 @@ def test_few_assignments_are_all_tried():
     best = heuristic(loads, background, ONE)
     assert best.peak == pytest.approx(0.4375)
     assert EXHAUSTIVE >= 2**3
+
+
+def test_too_many_assignments_to_try_start_from_lpt():
+    """Two brokers and 13 bundles (8,192 assignments, over EXHAUSTIVE): largest first, each onto
+    the broker it leaves least full, reaches the bound here before any search step."""
+    loads = np.asarray([[0.2]] + [[0.1]] * 12)
+    assert 2 ** len(loads) > EXHAUSTIVE
+    lpt = heuristic(loads, np.zeros((2, 1)), ONE, iterations=0)
+    assert lpt.peak == pytest.approx(0.7)
+    assert lpt.peak == pytest.approx(lower_bound(loads, np.zeros((2, 1)), ONE))
+    assert lpt.owner[0] == 0  # the largest first, onto the first of two empty brokers
+    assert sorted(np.bincount(lpt.owner).tolist()) == [6, 7]

@@ -5,6 +5,7 @@ import pytest
 
 from balancer.config import PulsarConfig
 from balancer.errors import UnknownStrategy
+from balancer.names import PlacementName, ShedderName
 from balancer.registry import (
     ENTRIES,
     console_names,
@@ -173,3 +174,10 @@ def test_the_registry_says_what_the_console_runs_and_why_not():
         assert entry.in_console or entry.why_not, entry.name
         for key in entry.parameters:
             parameter(key)  # every parameter a strategy reads is a known key
+
+
+def test_a_name_quotes_as_its_string():
+    """A message quoting a name (``{name!r}``) reads the same from the registry as from a
+    request."""
+    assert repr(ShedderName.AVG) == repr("AvgShedder") == "'AvgShedder'"
+    assert f"{PlacementName.FULCRUM!r}" == "'FulcrumPlacement'"

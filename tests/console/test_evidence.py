@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rest_framework.test import APIClient
 
-from balancer.simulator.replay import observed_moves
 from console import selectors
 from console.errors import ConsoleError
 from console.models import Broker, Bundle
@@ -90,25 +89,6 @@ def test_the_hour_observed_next_to_fulcrums_replay(fulcrum_cluster, viewer, sett
     with pytest.raises(ConsoleError) as err:
         control_evidence(now=NOW + timedelta(hours=3))
     assert err.value.status == 409
-
-
-def test_observed_moves_count_changes_of_broker_only():
-    from balancer.load import BrokerLoad, BundleLoad
-    from balancer.snapshot import ClusterSnapshot
-
-    brokers = {n: BrokerLoad(n, reported_at=0.0) for n in ("b1", "b2")}
-
-    def sample(now, owners):
-        return ClusterSnapshot(now, brokers, {n: BundleLoad(n, o) for n, o in owners.items()})
-
-    samples = [
-        sample(0.0, {"t/n/a": "b1", "t/n/b": "b1"}),
-        sample(30.0, {"t/n/a": None, "t/n/b": "b1"}),  # in transit: not a move yet
-        sample(60.0, {"t/n/a": "b2", "t/n/b": "b1"}),  # a: b1 -> b2
-        sample(90.0, {"t/n/a": "b1", "t/n/b": "b1"}),  # a: back, a move again
-    ]
-    assert observed_moves(samples) == 2
-    assert observed_moves(samples[:1]) == 0
 
 
 def test_the_day_is_sampled_sparser_and_its_moves_counted_at_every_record(

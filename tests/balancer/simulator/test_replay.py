@@ -10,7 +10,14 @@ from balancer.load import BundleLoad
 from balancer.safety import SafetyConfig
 from balancer.simulator.layout import DEMO
 from balancer.simulator.offline import OfflineCluster
-from balancer.simulator.replay import ReplayPoint, ReplayResult, recorded, replay, summary
+from balancer.simulator.replay import (
+    ReplayPoint,
+    ReplayResult,
+    observed_moves,
+    recorded,
+    replay,
+    summary,
+)
 from balancer.simulator.traces import default_traces_dir, load_cpu_series, load_functions
 from balancer.simulator.workload import build_workload
 from balancer.snapshot import ClusterSnapshot
@@ -163,3 +170,22 @@ def test_a_point_without_load_says_nothing_of_balance():
     assert figures["maxOverMeanP95"] == pytest.approx(1.3)
     assert figures["cvMedian"] == pytest.approx(0.15)
     assert summary(points[:1])["maxOverMeanMedian"] is None
+
+
+def test_observed_moves_count_changes_of_broker_only():
+    from balancer.load import BrokerLoad, BundleLoad
+    from balancer.snapshot import ClusterSnapshot
+
+    brokers = {n: BrokerLoad(n, reported_at=0.0) for n in ("b1", "b2")}
+
+    def sample(now, owners):
+        return ClusterSnapshot(now, brokers, {n: BundleLoad(n, o) for n, o in owners.items()})
+
+    samples = [
+        sample(0.0, {"t/n/a": "b1", "t/n/b": "b1"}),
+        sample(30.0, {"t/n/a": None, "t/n/b": "b1"}),  # in transit: not a move yet
+        sample(60.0, {"t/n/a": "b2", "t/n/b": "b1"}),  # a: b1 -> b2
+        sample(90.0, {"t/n/a": "b1", "t/n/b": "b1"}),  # a: back, a move again
+    ]
+    assert observed_moves(samples) == 2
+    assert observed_moves(samples[:1]) == 0
