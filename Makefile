@@ -10,6 +10,8 @@ TEST_PG_PORT ?= 6392
 CHECK_REDIS_PORT ?= 6394
 # pytest-xdist's workers for the tests that can run side by side (the machines have 2 cores).
 TEST_WORKERS ?= 2
+# ... and for the console's tests on PostgreSQL, which run beside them in `make test`.
+PG_WORKERS ?= 1
 WEB_PORT    ?= 8000
 WEB_WORKERS ?= 1
 PULSAR_PORT ?= 18080
@@ -95,30 +97,38 @@ check: setup
 	   --ignore=tests/console/test_schema_fuzz.py -n $(TEST_WORKERS) --dist worksteal \
 	   -m "not spark and not browser and not serial" -p no:cacheprovider $(PYTEST_ARGS)
 
-# Every test, TEST_WORKERS at a time on SQLite: first the core's, which alone gate balancer/ at
-# 100 % branch coverage (measured on them only: coverage's tracer slows every other test by a
-# quarter); then the rest, the serial ones (each starts make run's stack or a benchmark's) one
-# after another on one worker, the others spread over all (--dist loadgroup, tests/conftest.py);
-# then the console's on PostgreSQL.
+# Every test: first the core's, which alone gate balancer/ at 100 % branch coverage (measured on
+# them only: coverage's tracer slows every other test by a quarter); then the rest on SQLite,
+# TEST_WORKERS at a time, the serial ones (each starts make run's stack or a benchmark's) one
+# after another on one worker, the others spread over the rest (--dist loadgroup,
+# tests/conftest.py); and beside them the console's tests on PostgreSQL, PG_WORKERS at a time,
+# in the CPU the serial ones leave idle while they wait, on Redis databases, ports and a var
+# folder after theirs (docs/developers/testing.md). Its output is printed when both are done.
 test: setup
 	$(BIN)/ruff check balancer console tests
 	$(BIN)/lint-imports
 	$(BIN)/mypy balancer console
-	@mkdir -p var; \
+	@mkdir -p var/pg-pass; \
 	 redis-server --port $(TEST_REDIS_PORT) --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
 	   --pidfile "$(CURDIR)/var/redis-test.pid" --logfile "$(CURDIR)/var/redis-test.log"; \
-	 trap 'redis-cli -p $(TEST_REDIS_PORT) shutdown nosave >/dev/null 2>&1; scripts/pg-private stop var/pg-test' EXIT; \
+	 pg=; trap '[ -z "$$pg" ] || kill $$pg 2>/dev/null; redis-cli -p $(TEST_REDIS_PORT) shutdown nosave >/dev/null 2>&1; scripts/pg-private stop var/pg-test' EXIT; \
 	 export PATH="$(CURDIR)/$(BIN):$$PATH" REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0; \
 	 echo "== the core's tests, $(TEST_WORKERS) at a time, balancer/ gated at 100 % branch coverage by them alone"; \
 	 $(BIN)/pytest tests/balancer -n $(TEST_WORKERS) --dist worksteal --cov=balancer --cov-branch \
-	     --cov-report=term-missing:skip-covered --cov-fail-under=100 $(PYTEST_ARGS) && \
-	 echo "== every other test on SQLite, $(TEST_WORKERS) at a time (the serial ones one after another)" && \
-	 $(BIN)/pytest --ignore=tests/balancer -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) && \
-	 echo "== the console's tests again on PostgreSQL, $(TEST_WORKERS) at a time" && \
-	 scripts/pg-private start var/pg-test $(TEST_PG_PORT) && \
-	 DATABASE_URL=postgres://fulcrum@127.0.0.1:$(TEST_PG_PORT)/fulcrum \
-	   $(BIN)/pytest tests/console -n $(TEST_WORKERS) --dist worksteal -m "not spark and not browser" \
-	     -p no:cacheprovider $(PYTEST_ARGS)
+	     --cov-report=term-missing:skip-covered --cov-fail-under=100 $(PYTEST_ARGS) || exit 1; \
+	 scripts/pg-private start var/pg-test $(TEST_PG_PORT) || exit 1; \
+	 echo "== every other test on SQLite, $(TEST_WORKERS) at a time (the serial ones one after another); beside them, the console's tests on PostgreSQL, $(PG_WORKERS) at a time (their output follows)"; \
+	 ( DATABASE_URL=postgres://fulcrum@127.0.0.1:$(TEST_PG_PORT)/fulcrum \
+	   REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/$(TEST_WORKERS) \
+	   TEST_PORT_BASE=$$(( $${TEST_PORT_BASE:-20000} + 750 * $(TEST_WORKERS) )) \
+	   FULCRUM_VAR_DIR="$(CURDIR)/var/pg-pass" \
+	   exec $(BIN)/pytest tests/console -n $(PG_WORKERS) --dist worksteal -m "not spark and not browser" \
+	     -p no:cacheprovider $(PYTEST_ARGS) > var/pg-pass/pytest.log 2>&1 ) & pg=$$!; \
+	 $(BIN)/pytest --ignore=tests/balancer -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); sqlite=$$?; \
+	 wait $$pg; postgresql=$$?; pg=; \
+	 echo "== the console's tests on PostgreSQL, $(PG_WORKERS) at a time, run beside the above"; \
+	 cat var/pg-pass/pytest.log; \
+	 [ $$sqlite = 0 ] && [ $$postgresql = 0 ]
 
 # Fulcrum against a real Apache Pulsar in containers (apachepulsar/pulsar, 3.x and 4.x, both load
 # managers): skipped, saying why, where no container runtime answers (docker info).
