@@ -269,8 +269,15 @@ def test_two_web_processes_and_two_workers_survive_kills_mid_tick_mid_pass_mid_r
         )
 
         # 2. The worker holding the tick's lease, killed mid-tick.
-        _wait("a tick under way", lambda: db.lease("shedding-tick") is not None, 60, said)
-        holder = db.lease("shedding-tick") or ""
+        # The holder as read when the lease was seen held: a second read can find the tick over.
+        holder = ""
+
+        def tick_held() -> bool:
+            nonlocal holder
+            holder = db.lease("shedding-tick") or ""
+            return bool(holder)
+
+        _wait("a tick under way", tick_held, 60, said)
         pid = int(holder.split(":")[1])
         tick_worker = next(n for n, p in _programs(honcho.pid).items() if p == pid)
         os.kill(pid, signal.SIGKILL)
