@@ -549,7 +549,6 @@ class PulsarAdmin:
             wait(futures, timeout=limit, return_when=ALL_COMPLETED)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
-        waited = time.monotonic() - started
         out: list[tuple[T, R | PulsarAdminError]] = []
         for item, future in zip(items, futures, strict=True):
             if future.done() and not future.cancelled():
@@ -561,7 +560,7 @@ class PulsarAdmin:
                 )
                 out.append((item, result))
             else:
-                late = f"no answer within {waited:.1f} s (the deadline)"
+                late = f"no answer within {limit:.1f} s (the deadline)"
                 out.append((item, PulsarAdminError(0, late, method, str(item))))
         return out
 
