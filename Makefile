@@ -101,9 +101,10 @@ check: setup
 # - every test but the core's on SQLite, TEST_WORKERS at a time, the serial ones (each starts make
 #   run's stack or a benchmark's) one after another on one worker, the others spread over the rest
 #   (--dist loadgroup, tests/conftest.py); its output is shown as it goes;
-# - the console's tests on PostgreSQL, PG_WORKERS at a time, and the core's, which alone gate
-#   balancer/ at 100 % branch coverage (coverage's tracer slows every other test by a quarter),
-#   each on Redis databases, ports and a var folder of its own; their output follows.
+# - the console's tests on PostgreSQL, PG_WORKERS at a time; and, at the lowest priority (nice
+#   19: on CPU nothing else wants), mypy and the core's tests, which alone gate balancer/ at
+#   100 % branch coverage (coverage's tracer slows every other test by a quarter); each on Redis
+#   databases, ports and a var folder of its own; their output follows.
 # They fill the CPU the serial tests leave idle while they wait; any failing fails the target.
 test: setup
 	$(BIN)/ruff check balancer console tests
@@ -114,8 +115,8 @@ test: setup
 	 beside=; trap '[ -z "$$beside" ] || kill $$beside 2>/dev/null; redis-cli -p $(TEST_REDIS_PORT) shutdown nosave >/dev/null 2>&1; scripts/pg-private stop var/pg-test' EXIT; \
 	 export PATH="$(CURDIR)/$(BIN):$$PATH"; \
 	 base=$${TEST_PORT_BASE:-20000}; \
-	 echo "== beside the tests below: mypy, the console's tests on PostgreSQL ($(PG_WORKERS) at a time) and the core's tests with coverage; their output follows"; \
-	 $(BIN)/mypy balancer console > var/test-logs/mypy.log 2>&1 & beside="$$!"; \
+	 echo "== beside the tests below: the console's tests on PostgreSQL ($(PG_WORKERS) at a time), and at the lowest priority mypy and the core's tests with coverage; their output follows"; \
+	 nice -n 19 $(BIN)/mypy balancer console > var/test-logs/mypy.log 2>&1 & beside="$$!"; \
 	 ( scripts/pg-private start var/pg-test $(TEST_PG_PORT) && \
 	   DATABASE_URL=postgres://fulcrum@127.0.0.1:$(TEST_PG_PORT)/fulcrum \
 	   REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/$(TEST_WORKERS) \
@@ -124,7 +125,7 @@ test: setup
 	     -p no:cacheprovider $(PYTEST_ARGS) ) > var/test-logs/postgresql.log 2>&1 & beside="$$beside $$!"; \
 	 REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/$$(( $(TEST_WORKERS) + $(PG_WORKERS) )) \
 	   TEST_PORT_BASE=$$(( base + 750 * ($(TEST_WORKERS) + $(PG_WORKERS)) )) FULCRUM_VAR_DIR="$(CURDIR)/var/core-pass" \
-	   $(BIN)/pytest tests/balancer -p no:xdist -p no:cacheprovider --cov=balancer --cov-branch \
+	   nice -n 19 $(BIN)/pytest tests/balancer -p no:xdist -p no:cacheprovider --cov=balancer --cov-branch \
 	     --cov-report=term-missing:skip-covered --cov-fail-under=100 $(PYTEST_ARGS) \
 	     > var/test-logs/core.log 2>&1 & beside="$$beside $$!"; \
 	 echo "== every test but the core's on SQLite, $(TEST_WORKERS) at a time (the serial ones one after another)"; \
