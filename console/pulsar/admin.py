@@ -543,7 +543,6 @@ class PulsarAdmin:
             return [(i, one(i)) for i in items]
         limit = self.deadline_s if deadline_s is None else deadline_s
         pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)))
-        started = time.monotonic()
         try:
             futures = [pool.submit(one, item) for item in items]
             wait(futures, timeout=limit, return_when=ALL_COMPLETED)
