@@ -10,8 +10,6 @@ TEST_PG_PORT ?= 6392
 CHECK_REDIS_PORT ?= 6394
 # pytest-xdist's workers for the tests that can run side by side (the machines have 2 cores).
 TEST_WORKERS ?= 2
-# ... and for the console's tests on PostgreSQL, which run beside them in `make test`.
-PG_WORKERS ?= 1
 WEB_PORT    ?= 8000
 WEB_WORKERS ?= 1
 PULSAR_PORT ?= 18080
@@ -97,45 +95,30 @@ check: setup
 	   --ignore=tests/console/test_schema_fuzz.py -n $(TEST_WORKERS) --dist worksteal \
 	   -m "not spark and not browser and not serial" -p no:cacheprovider $(PYTEST_ARGS)
 
-# Every test, in three pytest runs at once (docs/developers/testing.md), mypy beside them:
-# - every test but the core's on SQLite, TEST_WORKERS at a time, the serial ones (each starts make
-#   run's stack or a benchmark's) one after another on one worker, the others spread over the rest
-#   (--dist loadgroup, tests/conftest.py); its output is shown as it goes;
-# - the console's tests on PostgreSQL, PG_WORKERS at a time; and, at the lowest priority (nice
-#   19: on CPU nothing else wants), mypy and the core's tests, which alone gate balancer/ at
-#   100 % branch coverage (coverage's tracer slows every other test by a quarter); each on Redis
-#   databases, ports and a var folder of its own; their output follows.
-# They fill the CPU the serial tests leave idle while they wait; any failing fails the target.
+# Every test, TEST_WORKERS at a time on SQLite: first the core's, which alone gate balancer/ at
+# 100 % branch coverage (measured on them only: coverage's tracer slows every other test by a
+# quarter); then the rest, the serial ones (each starts make run's stack or a benchmark's) one
+# after another on one worker, the others spread over all (--dist loadgroup, tests/conftest.py);
+# then the console's on PostgreSQL.
 test: setup
 	$(BIN)/ruff check balancer console tests
 	$(BIN)/lint-imports
-	@rm -rf var/test-logs; mkdir -p var/test-logs var/pg-pass var/core-pass; \
+	$(BIN)/mypy balancer console
+	@mkdir -p var; \
 	 redis-server --port $(TEST_REDIS_PORT) --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
 	   --pidfile "$(CURDIR)/var/redis-test.pid" --logfile "$(CURDIR)/var/redis-test.log"; \
-	 beside=; trap '[ -z "$$beside" ] || kill $$beside 2>/dev/null; redis-cli -p $(TEST_REDIS_PORT) shutdown nosave >/dev/null 2>&1; scripts/pg-private stop var/pg-test' EXIT; \
-	 export PATH="$(CURDIR)/$(BIN):$$PATH"; \
-	 base=$${TEST_PORT_BASE:-20000}; \
-	 echo "== beside the tests below: the console's tests on PostgreSQL ($(PG_WORKERS) at a time), and at the lowest priority mypy and the core's tests with coverage; their output follows"; \
-	 nice -n 19 $(BIN)/mypy balancer console > var/test-logs/mypy.log 2>&1 & beside="$$!"; \
-	 ( scripts/pg-private start var/pg-test $(TEST_PG_PORT) && \
-	   DATABASE_URL=postgres://fulcrum@127.0.0.1:$(TEST_PG_PORT)/fulcrum \
-	   REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/$(TEST_WORKERS) \
-	   TEST_PORT_BASE=$$(( base + 750 * $(TEST_WORKERS) )) FULCRUM_VAR_DIR="$(CURDIR)/var/pg-pass" \
-	   exec $(BIN)/pytest tests/console -n $(PG_WORKERS) --dist worksteal -m "not spark and not browser" \
-	     -p no:cacheprovider $(PYTEST_ARGS) ) > var/test-logs/postgresql.log 2>&1 & beside="$$beside $$!"; \
-	 REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/$$(( $(TEST_WORKERS) + $(PG_WORKERS) )) \
-	   TEST_PORT_BASE=$$(( base + 750 * ($(TEST_WORKERS) + $(PG_WORKERS)) )) FULCRUM_VAR_DIR="$(CURDIR)/var/core-pass" \
-	   nice -n 19 $(BIN)/pytest tests/balancer -p no:xdist -p no:cacheprovider --cov=balancer --cov-branch \
-	     --cov-report=term-missing:skip-covered --cov-fail-under=100 $(PYTEST_ARGS) \
-	     > var/test-logs/core.log 2>&1 & beside="$$beside $$!"; \
-	 echo "== every test but the core's on SQLite, $(TEST_WORKERS) at a time (the serial ones one after another)"; \
-	 REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 \
-	   $(BIN)/pytest --ignore=tests/balancer -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); status=$$?; \
-	 for job in $$beside; do wait $$job || status=1; done; beside=; \
-	 echo "== mypy"; cat var/test-logs/mypy.log; \
-	 echo "== the console's tests on PostgreSQL, $(PG_WORKERS) at a time"; cat var/test-logs/postgresql.log; \
-	 echo "== the core's tests, balancer/ gated at 100 % branch coverage by them alone"; cat var/test-logs/core.log; \
-	 exit $$status
+	 trap 'redis-cli -p $(TEST_REDIS_PORT) shutdown nosave >/dev/null 2>&1; scripts/pg-private stop var/pg-test' EXIT; \
+	 export PATH="$(CURDIR)/$(BIN):$$PATH" REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0; \
+	 echo "== the core's tests, $(TEST_WORKERS) at a time, balancer/ gated at 100 % branch coverage by them alone"; \
+	 $(BIN)/pytest tests/balancer -n $(TEST_WORKERS) --dist worksteal --cov=balancer --cov-branch \
+	     --cov-report=term-missing:skip-covered --cov-fail-under=100 $(PYTEST_ARGS) && \
+	 echo "== every other test on SQLite, $(TEST_WORKERS) at a time (the serial ones one after another)" && \
+	 $(BIN)/pytest --ignore=tests/balancer -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) && \
+	 echo "== the console's tests again on PostgreSQL, $(TEST_WORKERS) at a time" && \
+	 scripts/pg-private start var/pg-test $(TEST_PG_PORT) && \
+	 DATABASE_URL=postgres://fulcrum@127.0.0.1:$(TEST_PG_PORT)/fulcrum \
+	   $(BIN)/pytest tests/console -n $(TEST_WORKERS) --dist worksteal -m "not spark and not browser" \
+	     -p no:cacheprovider $(PYTEST_ARGS)
 
 # Fulcrum against a real Apache Pulsar in containers (apachepulsar/pulsar, 3.x and 4.x, both load
 # managers): skipped, saying why, where no container runtime answers (docker info).
