@@ -44,23 +44,25 @@ HANG = {
     + "s.report_run_execute(ReportRun.objects.create(master='local[1]').pk)\n",
 }
 
+READY = "print('ready', flush=True)\n"  # the next run's process, set up
+
 # The next run, tried every 0.5 s in one process until it runs (its task did not skip it for a
 # held lease); prints "ready" once set up, then "ran".
 AGAIN = {
     "history-flush": SETUP
     + "import console.tasks as t\n"
-    + "print('ready', flush=True)\n"
+    + READY
     + "while t.history_flush() is None: time.sleep(0.5)\n"
     + "print('ran')\n",
     "history-compact": SETUP
     + "import console.tasks as t\n"
-    + "print('ready', flush=True)\n"
+    + READY
     + "while t.history_compact() is None: time.sleep(0.5)\n"
     + "print('ran')\n",
     "report-run": SETUP
     + "from console.models import ReportRun\n"
     + "from console.services.reports import report_runs_reap\n"
-    + "print('ready', flush=True)\n"
+    + READY
     + "while report_runs_reap() == 0 and ReportRun.objects.filter(status='running').exists():\n"
     + "    time.sleep(0.5)\n"
     + "print('ran')\n",
