@@ -95,30 +95,18 @@ check: setup
 	   --ignore=tests/console/test_schema_fuzz.py -n $(TEST_WORKERS) --dist worksteal \
 	   -m "not spark and not browser and not serial" -p no:cacheprovider $(PYTEST_ARGS)
 
-# Every test, TEST_WORKERS at a time on SQLite: first the core's, which alone gate balancer/ at
-# 100 % branch coverage (measured on them only: coverage's tracer slows every other test by a
-# quarter); then the rest, the serial ones (each starts make run's stack or a benchmark's) one
-# after another on one worker, the others spread over all (--dist loadgroup, tests/conftest.py);
-# then the console's on PostgreSQL.
+# Every test: ruff and import-linter, then three pytest passes at once (scripts/test-passes says
+# how and why): the rest on SQLite, TEST_WORKERS at a time, the serial ones (each starts make run's
+# stack or a benchmark's) one after another on one worker (--dist loadgroup, tests/conftest.py);
+# beside it, at a lower priority, mypy and the core's tests, which alone gate balancer/ at 100 %
+# branch coverage (coverage's tracer slows every other test by a quarter), and, once only the
+# serial tests are left, the console's tests on PostgreSQL.
 test: setup
 	$(BIN)/ruff check balancer console tests
 	$(BIN)/lint-imports
-	$(BIN)/mypy balancer console
-	@mkdir -p var; \
-	 redis-server --port $(TEST_REDIS_PORT) --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
-	   --pidfile "$(CURDIR)/var/redis-test.pid" --logfile "$(CURDIR)/var/redis-test.log"; \
-	 trap 'redis-cli -p $(TEST_REDIS_PORT) shutdown nosave >/dev/null 2>&1; scripts/pg-private stop var/pg-test' EXIT; \
-	 export PATH="$(CURDIR)/$(BIN):$$PATH" REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0; \
-	 echo "== the core's tests, $(TEST_WORKERS) at a time, balancer/ gated at 100 % branch coverage by them alone"; \
-	 $(BIN)/pytest tests/balancer -n $(TEST_WORKERS) --dist worksteal --cov=balancer --cov-branch \
-	     --cov-report=term-missing:skip-covered --cov-fail-under=100 $(PYTEST_ARGS) && \
-	 echo "== every other test on SQLite, $(TEST_WORKERS) at a time (the serial ones one after another)" && \
-	 $(BIN)/pytest --ignore=tests/balancer -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) && \
-	 echo "== the console's tests again on PostgreSQL, $(TEST_WORKERS) at a time" && \
-	 scripts/pg-private start var/pg-test $(TEST_PG_PORT) && \
-	 DATABASE_URL=postgres://fulcrum@127.0.0.1:$(TEST_PG_PORT)/fulcrum \
-	   $(BIN)/pytest tests/console -n $(TEST_WORKERS) --dist worksteal -m "not spark and not browser" \
-	     -p no:cacheprovider $(PYTEST_ARGS)
+	@mkdir -p var
+	BIN=$(BIN) TEST_WORKERS=$(TEST_WORKERS) TEST_REDIS_PORT=$(TEST_REDIS_PORT) \
+	  TEST_PG_PORT=$(TEST_PG_PORT) PYTEST_ARGS="$(PYTEST_ARGS)" scripts/test-passes
 
 # Fulcrum against a real Apache Pulsar in containers (apachepulsar/pulsar, 3.x and 4.x, both load
 # managers): skipped, saying why, where no container runtime answers (docker info).

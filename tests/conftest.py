@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,6 +62,9 @@ SERIAL_FILES = {
     "tests/test_scale_short.py",
     "tests/test_soak_short.py",
 }
+# Under --dist loadgroup, a file the scheduler creates once only the serial tests are left to run
+# (or none): `make test` then starts its PostgreSQL pass in the CPU they leave idle (the Makefile).
+PARALLEL_DONE_FILE = os.environ.get("FULCRUM_TEST_PARALLEL_DONE_FILE", "")
 # Files whose tests share one module-scoped fixture too dear to start twice (a local Spark
 # session, about 9 s of CPU): under --dist loadgroup each is one group, run on one worker.
 WHOLE_FILES = {"tests/console/test_spark_jobs.py"}
@@ -130,6 +134,20 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             if path in WHOLE_FILES:
                 return path
             return super()._split_scope(nodeid)
+
+        def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+            super().mark_test_complete(node, item_index, duration)
+            if PARALLEL_DONE_FILE and not self.workqueue and self._only_serial_left():
+                Path(PARALLEL_DONE_FILE).touch()
+
+        def _only_serial_left(self) -> bool:
+            return all(
+                done
+                for work in self.assigned_work.values()
+                for scope, tests in work.items()
+                if scope != "serial"
+                for done in tests.values()
+            )
 
     return SerialGroupScheduling(config, log)
 
