@@ -117,13 +117,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown when it is off (-p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadgroup``: xdist's, with SERIAL_FILES' tests as one more group, "serial",
-    the largest, so sent first, and each of WHOLE_FILES as a group of its own. Known by their
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return serial_group_scheduling(config, log, parallel_done=PARALLEL_DONE_FILE)
+
+
+def serial_group_scheduling(config: pytest.Config, log: Any, *, parallel_done: str) -> Any:
+    """``--dist loadgroup``'s scheduler: xdist's, with SERIAL_FILES' tests as one more group,
+    "serial", sent first, and each of WHOLE_FILES as a group of its own; once only serial tests
+    are left to run (or none), it creates the file ``parallel_done`` (if given). Known by their
     file: the scheduler sees node ids, not marks, and pytest 9.2 no longer lets xdist 3.8 put
     an ``xdist_group`` into a node id (pytest-dev/pytest-xdist#1386), so that mark groups
     nothing here."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
     from xdist.scheduler import LoadGroupScheduling
 
     class SerialGroupScheduling(LoadGroupScheduling):
@@ -135,10 +140,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 return path
             return super()._split_scope(nodeid)
 
+        def _assign_work_unit(self, node: Any) -> None:
+            # xdist queues the groups largest (most tests) first: the serial one, the longest
+            # to run, goes first, so that it starts at once.
+            if "serial" in self.workqueue:
+                self.workqueue.move_to_end("serial", last=False)
+            super()._assign_work_unit(node)
+
         def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
             super().mark_test_complete(node, item_index, duration)
-            if PARALLEL_DONE_FILE and not self.workqueue and self._only_serial_left():
-                Path(PARALLEL_DONE_FILE).touch()
+            if parallel_done and not self.workqueue and self._only_serial_left():
+                Path(parallel_done).touch()
 
         def _only_serial_left(self) -> bool:
             return all(

@@ -5,6 +5,7 @@ best; in one local Spark session (no Django)."""
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 
 import pytest
@@ -35,6 +36,10 @@ def spark():
     )
     yield session
     session.stop()
+    # py4j says INFO "Closing down clientserver connection" when its objects are collected, at
+    # the worker's exit after pytest-xdist closed its output: "--- Logging error ---" in make
+    # test's log. Nothing to say then.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def at(seconds: float) -> datetime:
