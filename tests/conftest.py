@@ -147,6 +147,14 @@ def serial_group_scheduling(config: pytest.Config, log: Any, *, parallel_done: s
                 self.workqueue.move_to_end("serial", last=False)
             super()._assign_work_unit(node)
 
+        def _reschedule(self, node: Any) -> None:
+            # xdist sends a worker more once it has 2 tests or fewer left: behind the serial
+            # group's last, such tests would wait minutes while other workers had nothing to do.
+            serial = self.assigned_work.get(node, {}).get("serial", {})
+            if self.workqueue and not all(serial.values()):
+                return
+            super()._reschedule(node)
+
         def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
             super().mark_test_complete(node, item_index, duration)
             if parallel_done and not self.workqueue and self._only_serial_left():

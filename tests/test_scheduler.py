@@ -65,30 +65,25 @@ def test_the_serial_group_goes_first_to_one_worker(tmp_path):
 
 
 def test_parallel_done_appears_when_only_serial_tests_are_left(tmp_path):
+    """Each worker runs what it was sent in order, the serial one stuck on the serial group's
+    last test (a stack test of minutes); the scheduler sends more as tests end."""
     scheduler, workers, collection, done = _scheduled(tmp_path)
-
-    def serial(index: int) -> bool:
-        return collection[index].split("::")[0] in SERIAL
-
-    whole = [i for i, nodeid in enumerate(collection) if nodeid.startswith(WHOLE)]
+    last_serial = max(i for i, nodeid in enumerate(collection) if nodeid.split("::")[0] in SERIAL)
     ran: list[int] = []
-    # Each worker runs what it was sent, the serial worker never getting past its first serial
-    # test; the scheduler sends more as they finish, until nothing is queued.
     while True:
-        pending = [
-            (worker, i)
+        runnable = [
+            (worker, index)
             for worker in workers
-            for i in worker.sent
-            if i not in ran and not (serial(i) and any(serial(r) for r in ran))
+            for index in [next((i for i in worker.sent if i not in ran), None)]
+            if index is not None and index != last_serial
         ]
-        if not pending:
+        if not runnable:
             break
-        worker, index = pending[0]
+        worker, index = runnable[0]
         assert not done.exists(), f"created with {collection[index]} still to run"
         scheduler.mark_test_complete(worker, index)
         ran.append(index)
     assert done.exists()
-    assert sorted(i for i in ran if not serial(i)) == [
-        i for i in range(len(collection)) if not serial(i)
-    ]
-    assert len({w.gateway.id for w in workers if set(whole) <= set(w.sent)}) == 1
+    assert sorted(ran) == [i for i in range(len(collection)) if i != last_serial]
+    whole = {i for i, nodeid in enumerate(collection) if nodeid.startswith(WHOLE)}
+    assert len([w for w in workers if whole <= set(w.sent)]) == 1
