@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow.parquet as pq
 import pytest
+from django.db import connection
 from django.test import override_settings
 
 from console.models import LoadReport, ReportRun
@@ -101,9 +102,14 @@ def test_a_failing_job_says_why_and_a_cancelled_one_stops(cluster, tmp_path, set
     # A cancel while it runs: the worker stops spark-submit within a few seconds.
     run = ReportRun.objects.create(master="local[1]")
     started = time.monotonic()
-    threading.Timer(
-        3.0, lambda: ReportRun.objects.filter(pk=run.pk).update(cancel_requested=True)
-    ).start()
+
+    def cancel() -> None:
+        try:
+            ReportRun.objects.filter(pk=run.pk).update(cancel_requested=True)
+        finally:
+            connection.close()  # this thread's own
+
+    threading.Timer(3.0, cancel).start()
     cancelled = report_run_execute(run.pk)
     assert cancelled.status == ReportRun.Status.CANCELLED
     assert cancelled.reason == "cancelled by an operator"
@@ -392,7 +398,14 @@ def test_a_running_job_keeps_its_lease_and_gives_it_back(cluster, tmp_path, sett
     history_flush()
     run = ReportRun.objects.create(master="local[1]")
     ended = []
-    worker = threading.Thread(target=lambda: ended.append(report_run_execute(run.pk)))
+
+    def execute() -> None:
+        try:
+            ended.append(report_run_execute(run.pk))
+        finally:
+            connection.close()  # this thread's own: left open, PostgreSQL cannot drop the test db
+
+    worker = threading.Thread(target=execute)
     worker.start()
     deadline = time.monotonic() + 10
     while not lease_held(report_run_lease(run.pk), timezone.now()):

@@ -143,5 +143,7 @@ def test_main_plays_the_requested_steps(console, monkeypatch):
         "argv",
         ["sim", "--console", console, "--token", "t0ken", "--steps", "1", "--step-seconds", "0"],
     )
+    # Run as `python -m` runs it, not imported already (runpy warns of that as unpredictable).
+    monkeypatch.delitem(sys.modules, "console.connectors.simulator_agent")
     runpy.run_module("console.connectors.simulator_agent", run_name="__main__")
     assert len(StubConsole.reports) == 16
