@@ -101,3 +101,20 @@ def _answers_match_the_schema(monkeypatch):
         return response
 
     monkeypatch.setattr(client.Client, "request", request)
+
+
+async def user_created(username: str, password: str):
+    """``User.objects.create_user`` from an async test: in asgiref's thread for sync code, whose
+    database connection it then closes (``conn_max_age`` keeps it open otherwise, and PostgreSQL
+    then cannot drop the test database at the end: a warning in every make test)."""
+    from asgiref.sync import sync_to_async
+    from django.contrib.auth.models import User
+    from django.db import connection
+
+    def create() -> User:
+        try:
+            return User.objects.create_user(username, password=password)
+        finally:
+            connection.close()
+
+    return await sync_to_async(create)()

@@ -1,11 +1,11 @@
 import pytest
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import override_settings
 
 from console.consumers import ClusterConsumer
 from console.realtime import CLUSTER_GROUP, LOAD_REPORTED
+from tests.console.conftest import user_created
 
 MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -13,9 +13,8 @@ MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 @pytest.mark.django_db(transaction=True)
 @override_settings(CHANNEL_LAYERS=MEMORY)
 async def test_logged_in_user_receives_cluster_events():
-    from django.contrib.auth.models import User
 
-    user = await sync_to_async(User.objects.create_user)("carol", password="pw-123456")
+    user = await user_created("carol", "pw-123456")
     communicator = WebsocketCommunicator(ClusterConsumer.as_asgi(), "/ws/cluster/")
     communicator.scope["user"] = user
     connected, _ = await communicator.connect()
@@ -44,9 +43,8 @@ async def connected_then_refusing(username: str, error: str):
     """A logged-in dashboard whose server refuses every send with ``RuntimeError(error)`` once
     ``refuse()`` is called (what uvicorn does after the socket closed). Returns (communicator,
     refuse)."""
-    from django.contrib.auth.models import User
 
-    user = await sync_to_async(User.objects.create_user)(username, password="pw-123456")
+    user = await user_created(username, "pw-123456")
     consumer = ClusterConsumer.as_asgi()
     refusing = []
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import User
 
 from console.settings import channel_layer_host
+from tests.console.conftest import user_created
 from tests.support import free_port, redis_server
 
 
@@ -36,14 +36,13 @@ def private_redis(tmp_path, settings):
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_redis_restart_during_a_websocket_session_needs_no_second_try(private_redis):
-    from asgiref.sync import sync_to_async
 
     from console.consumers import ClusterConsumer
     from console.realtime import CLUSTER_GROUP
 
     application = ClusterConsumer.as_asgi()
 
-    user = await sync_to_async(User.objects.create_user)("dora", password="s3cret-pass")
+    user = await user_created("dora", "s3cret-pass")
 
     async def session():
         communicator = WebsocketCommunicator(application, "/ws/cluster/")
