@@ -29,8 +29,17 @@ class ResourceUsage:
         the limit is not positive. Not clamped: 140 % stays 140 %."""
         if self.limit <= 0:
             return 0.0
-        proportion = np.float32(self.usage) / np.float32(self.limit)
-        return float(np.float32(proportion * _HUNDRED))
+        with np.errstate(over="ignore", invalid="ignore"):  # Java's float arithmetic: no trap
+            proportion = np.float32(self.usage) / np.float32(self.limit)
+            return float(np.float32(proportion * _HUNDRED))
+
+
+def as_float32(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``values`` (usages and limits) cast to float as Pulsar's ``ResourceUsage.percentUsage``
+    casts its doubles (``(float) usage``): one beyond float's range becomes ±infinity (Java's
+    narrowing conversion, JLS §5.1.3), as NumPy makes it too, without NumPy's warning."""
+    with np.errstate(over="ignore"):
+        return np.asarray(values, dtype=np.float32)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import numpy as np
 
 from balancer.bundle_table import BundleNames, BundleTable
 from balancer.errors import InvalidSnapshot
-from balancer.load import BrokerLoad, BundleLoad, ResourceWeights, TopicLoad
+from balancer.load import BrokerLoad, BundleLoad, ResourceWeights, TopicLoad, as_float32
 from balancer.units import Seconds
 
 T = TypeVar("T")
@@ -87,8 +87,8 @@ class ClusterSnapshot:
         object.__setattr__(self, "_unowned", tuple(table.names_at(by_owner[: starts[1]])))
         arrays = {
             r: (
-                np.asarray([getattr(b, r).usage for b in ordered.values()], dtype=np.float32),
-                np.asarray([getattr(b, r).limit for b in ordered.values()], dtype=np.float32),
+                as_float32([getattr(b, r).usage for b in ordered.values()]),
+                as_float32([getattr(b, r).limit for b in ordered.values()]),
             )
             for r in RESOURCES
         }
@@ -319,6 +319,6 @@ class ClusterSnapshot:
 def percent_float32(usage: np.ndarray, limit: np.ndarray) -> np.ndarray:
     """usage / limit × 100 in float32 (Pulsar's ``percentUsage``), 0 where the limit is ≤ 0;
     returned as float64 so that the weights multiply in double precision, as in Pulsar."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # Java's: no trap
         percent = (usage / limit) * np.float32(100.0)
     return np.where(limit > 0, percent, np.float32(0.0)).astype(np.float64)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from balancer.cycle.model import Action, LoadStats, PlaceAction, UnloadAction
-from balancer.load import MessageRates, ResourceWeights
+from balancer.load import MessageRates, ResourceWeights, as_float32
 from balancer.load_model import bundle_loads, trusted_costs
 from balancer.snapshot import ClusterSnapshot, percent_float32
 from balancer.units import Seconds
@@ -59,8 +59,8 @@ def predict(
             if resource in moved:
                 index = moved[resource][0]
                 used = np.maximum(used + [deltas[n][index] for n in touched], 0.0)
-            limit = np.asarray([getattr(b, resource).limit for b in brokers], dtype=np.float32)
-            percent = percent_float32(used.astype(np.float32), limit)
+            limit = as_float32([getattr(b, resource).limit for b in brokers])
+            percent = percent_float32(as_float32(used), limit)
             weighted.append(percent * getattr(weights, resource))
         values = (np.max(np.vstack(weighted), axis=0) / 100.0).tolist()
         after.update(zip(touched, values, strict=True))

@@ -1,3 +1,6 @@
+import math
+import warnings
+
 import numpy as np
 import pytest
 
@@ -8,13 +11,26 @@ from balancer.load import (
     MessageRates,
     ResourceUsage,
     ResourceWeights,
+    as_float32,
     time_average,
 )
+from tests.balancer import builders
 
 
 def test_percent_is_computed_in_float32_like_pulsar():
     # Java: (double) (((float) 1 / (float) 3) * 100) is 33.333335876464844 (checked in jshell).
     assert ResourceUsage(1, 3).percent() == 33.333335876464844
+
+
+def test_a_usage_beyond_floats_range_is_infinite_as_in_java_without_a_warning():
+    # Java: (float) 1e300 is Infinity (JLS 5.1.3), Infinity / Infinity is NaN; neither traps.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ResourceUsage(1e300, 100).percent() == math.inf
+        assert math.isnan(ResourceUsage(1e300, 1e300).percent())
+        assert as_float32([1e300, -1e300, 1.5]).tolist() == [math.inf, -math.inf, 1.5]
+        snapshot = builders.snapshot([builders.broker("b1", 1e300), builders.broker("b2", 10.0)])
+        assert snapshot.max_usage()["b1"] == math.inf
 
 
 def test_percent_is_zero_without_a_limit_and_unclamped_above_100():
