@@ -125,7 +125,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def serial_group_scheduling(config: pytest.Config, log: Any, *, parallel_done: str) -> Any:
     """``--dist loadgroup``'s scheduler: xdist's, with SERIAL_FILES' tests as one more group,
     "serial", sent first, and each of WHOLE_FILES as a group of its own; once only serial tests
-    are left to run (or none), it creates the file ``parallel_done`` (if given). Known by their
+    are left to run (and the few queued behind them), it creates the file ``parallel_done`` (if
+    given). Known by their
     file: the scheduler sees node ids, not marks, and pytest 9.2 no longer lets xdist 3.8 put
     an ``xdist_group`` into a node id (pytest-dev/pytest-xdist#1386), so that mark groups
     nothing here."""
@@ -147,27 +148,22 @@ def serial_group_scheduling(config: pytest.Config, log: Any, *, parallel_done: s
                 self.workqueue.move_to_end("serial", last=False)
             super()._assign_work_unit(node)
 
-        def _reschedule(self, node: Any) -> None:
-            # xdist sends a worker more once it has 2 tests or fewer left: behind the serial
-            # group's last, such tests would wait minutes while other workers had nothing to do.
-            serial = self.assigned_work.get(node, {}).get("serial", {})
-            if self.workqueue and not all(serial.values()):
-                return
-            super()._reschedule(node)
-
         def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
             super().mark_test_complete(node, item_index, duration)
             if parallel_done and not self.workqueue and self._only_serial_left():
                 Path(parallel_done).touch()
 
         def _only_serial_left(self) -> bool:
-            return all(
-                done
-                for work in self.assigned_work.values()
-                for scope, tests in work.items()
-                if scope != "serial"
-                for done in tests.values()
-            )
+            """Every test run but the serial ones and those queued behind them: xdist sends a
+            worker more once it has 2 tests or fewer left, and a worker starts a test only
+            once it has the next (xdist/remote.py), so the serial worker's last test starts
+            only with one or two more queued behind it, run minutes later."""
+            for work in self.assigned_work.values():
+                if not all(work.get("serial", {}).values()):
+                    continue
+                if not all(done for tests in work.values() for done in tests.values()):
+                    return False
+            return True
 
     return SerialGroupScheduling(config, log)
 

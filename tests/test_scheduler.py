@@ -28,8 +28,8 @@ class Worker:
         self.shutting_down = True
 
 
-def _config() -> SimpleNamespace:
-    options = {"tx": ["2*popen"], "dist": "loadgroup"}
+def _config(workers: int) -> SimpleNamespace:
+    options = {"tx": [f"{workers}*popen"], "dist": "loadgroup"}
     return SimpleNamespace(
         getvalue=options.__getitem__, option=SimpleNamespace(loadscopereorder=True)
     )
@@ -45,45 +45,74 @@ def _collection() -> list[str]:
     return tests
 
 
-def _scheduled(tmp_path):
+def _scheduled(tmp_path, workers: int = 2):
     done = tmp_path / "parallel-done"
-    scheduler = serial_group_scheduling(_config(), None, parallel_done=str(done))
-    workers = [Worker("gw0"), Worker("gw1")]
+    config = _config(workers)
+    scheduler = serial_group_scheduling(config, None, parallel_done=str(done))
+    nodes = [Worker(f"gw{i}") for i in range(workers)]
     collection = _collection()
-    for worker in workers:
-        scheduler.add_node(worker)
-        scheduler.add_node_collection(worker, collection)
+    for node in nodes:
+        scheduler.add_node(node)
+        scheduler.add_node_collection(node, collection)
     scheduler.schedule()
-    return scheduler, workers, collection, done
+    return scheduler, nodes, collection, done
+
+
+def _run(scheduler, workers, collection, done) -> list[int]:
+    """Run the tests as xdist's workers do: each in the order it was sent, and only once the
+    worker has its next or was told to stop (xdist/remote.py, ``run_one_test``). The serial
+    group's last test is the longest (a stack test of minutes): it ends only when nothing else
+    can run, and the file must then be there; before, never while a test that is not serial and
+    not queued behind the serial group is still to run. Returns the tests in the order run."""
+    last_serial = max(i for i, nodeid in enumerate(collection) if _serial(nodeid))
+    ran: list[int] = []
+    while True:
+        startable = []
+        for worker in workers:
+            left = [i for i in worker.sent if i not in ran]
+            if left and (len(left) > 1 or worker.shutting_down):
+                startable.append((worker, left[0]))
+        others = [(w, i) for w, i in startable if i != last_serial]
+        if not others and not startable:
+            return ran
+        worker, index = others[0] if others else startable[0]
+        behind_serial = last_serial in worker.sent and (
+            worker.sent.index(index) > worker.sent.index(last_serial)
+        )
+        if index == last_serial and len(workers) > 1:
+            assert done.exists(), "not created while the serial group's last test ran"
+        elif not _serial(collection[index]) and not behind_serial:
+            assert not done.exists(), f"created with {collection[index]} still to run"
+        scheduler.mark_test_complete(worker, index)
+        ran.append(index)
+
+
+def _serial(nodeid: str) -> bool:
+    return nodeid.split("::")[0] in SERIAL
 
 
 def test_the_serial_group_goes_first_to_one_worker(tmp_path):
     _, (first, second), collection, _ = _scheduled(tmp_path)
-    serial = [i for i, nodeid in enumerate(collection) if nodeid.split("::")[0] in SERIAL]
+    serial = [i for i, nodeid in enumerate(collection) if _serial(nodeid)]
     assert first.sent[: len(serial)] == serial
     assert not set(serial) & set(second.sent)
 
 
 def test_parallel_done_appears_when_only_serial_tests_are_left(tmp_path):
-    """Each worker runs what it was sent in order, the serial one stuck on the serial group's
-    last test (a stack test of minutes); the scheduler sends more as tests end."""
     scheduler, workers, collection, done = _scheduled(tmp_path)
-    last_serial = max(i for i, nodeid in enumerate(collection) if nodeid.split("::")[0] in SERIAL)
-    ran: list[int] = []
-    while True:
-        runnable = [
-            (worker, index)
-            for worker in workers
-            for index in [next((i for i in worker.sent if i not in ran), None)]
-            if index is not None and index != last_serial
-        ]
-        if not runnable:
-            break
-        worker, index = runnable[0]
-        assert not done.exists(), f"created with {collection[index]} still to run"
-        scheduler.mark_test_complete(worker, index)
-        ran.append(index)
+    ran = _run(scheduler, workers, collection, done)
+    assert sorted(ran) == list(range(len(collection)))
     assert done.exists()
-    assert sorted(ran) == [i for i in range(len(collection)) if i != last_serial]
     whole = {i for i, nodeid in enumerate(collection) if nodeid.startswith(WHOLE)}
     assert len([w for w in workers if whole <= set(w.sent)]) == 1
+
+
+def test_one_worker_runs_every_test_the_serial_ones_first(tmp_path):
+    """Its last serial test starts (a worker starts a test only once it has the next: one is
+    sent with it), and the file appears at the end."""
+    scheduler, workers, collection, done = _scheduled(tmp_path, workers=1)
+    ran = _run(scheduler, workers, collection, done)
+    assert sorted(ran) == list(range(len(collection)))
+    serial = [i for i, nodeid in enumerate(collection) if _serial(nodeid)]
+    assert ran[: len(serial)] == serial
+    assert done.exists()
