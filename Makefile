@@ -106,7 +106,7 @@ test: setup
 	$(BIN)/lint-imports
 	@mkdir -p var
 	BIN=$(BIN) TEST_WORKERS=$(TEST_WORKERS) TEST_REDIS_PORT=$(TEST_REDIS_PORT) \
-	  TEST_PG_PORT=$(TEST_PG_PORT) PYTEST_ARGS="$(PYTEST_ARGS)" scripts/test-passes
+	  TEST_PG_PORT=$(TEST_PG_PORT) scripts/test-passes $(PYTEST_ARGS)
 
 # Fulcrum against a real Apache Pulsar in containers (apachepulsar/pulsar, 3.x and 4.x, both load
 # managers): skipped, saying why, where no container runtime answers (docker info).

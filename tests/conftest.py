@@ -63,7 +63,8 @@ SERIAL_FILES = {
     "tests/test_soak_short.py",
 }
 # Under --dist loadgroup, a file the scheduler creates once only the serial tests are left to run
-# (or none): `make test` then starts its PostgreSQL pass in the CPU they leave idle (the Makefile).
+# (or none): `make test` then starts its PostgreSQL pass in the CPU they leave idle
+# (scripts/test-passes).
 PARALLEL_DONE_FILE = os.environ.get("FULCRUM_TEST_PARALLEL_DONE_FILE", "")
 # Files whose tests share one module-scoped fixture too dear to start twice (a local Spark
 # session, about 9 s of CPU): under --dist loadgroup each is one group, run on one worker.

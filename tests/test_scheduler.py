@@ -1,7 +1,7 @@
 """make test's scheduler (tests/conftest.py) driven as pytest-xdist's controller drives it: the
 serial group goes first to one worker whatever its size, WHOLE_FILES stay whole, and the file
-that starts the PostgreSQL pass appears once the last test that is not serial has run, not
-before (scripts/test-passes)."""
+that starts the PostgreSQL pass appears once every test has run but the serial ones and the few
+queued behind them, not before (scripts/test-passes)."""
 
 from __future__ import annotations
 
@@ -66,6 +66,7 @@ def _run(scheduler, workers, collection, done) -> list[int]:
     not queued behind the serial group is still to run. Returns the tests in the order run."""
     last_serial = max(i for i, nodeid in enumerate(collection) if _serial(nodeid))
     ran: list[int] = []
+    behind: set[int] = set()
     while True:
         startable = []
         for worker in workers:
@@ -76,13 +77,13 @@ def _run(scheduler, workers, collection, done) -> list[int]:
         if not others and not startable:
             return ran
         worker, index = others[0] if others else startable[0]
-        behind_serial = last_serial in worker.sent and (
-            worker.sent.index(index) > worker.sent.index(last_serial)
-        )
+        behind_serial = index in behind
         if index == last_serial and len(workers) > 1:
             assert done.exists(), "not created while the serial group's last test ran"
         elif not _serial(collection[index]) and not behind_serial:
             assert not done.exists(), f"created with {collection[index]} still to run"
+        if index == last_serial:  # what was queued behind it, on its worker, runs after it
+            behind = set(worker.sent[worker.sent.index(index) + 1 :])
         scheduler.mark_test_complete(worker, index)
         ran.append(index)
 
