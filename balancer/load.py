@@ -29,9 +29,19 @@ class ResourceUsage:
         the limit is not positive. Not clamped: 140 % stays 140 %."""
         if self.limit <= 0:
             return 0.0
+        if abs(self.usage) < _NO_OVERFLOW_USAGE and self.limit > _NO_OVERFLOW_LIMIT:
+            return _percent(self.usage, self.limit)
         with np.errstate(over="ignore", invalid="ignore"):  # Java's float arithmetic: no trap
-            proportion = np.float32(self.usage) / np.float32(self.limit)
-            return float(np.float32(proportion * _HUNDRED))
+            return _percent(self.usage, self.limit)
+
+
+# Below this usage and above this limit, usage / limit × 100 stays inside float's range (3.4e38),
+# so percent() needs no np.errstate (about 0.9 µs a call, five calls a broker).
+_NO_OVERFLOW_USAGE, _NO_OVERFLOW_LIMIT = 1e30, 1e-6
+
+
+def _percent(usage: float, limit: float) -> float:
+    return float(np.float32(np.float32(usage) / np.float32(limit) * _HUNDRED))
 
 
 def as_float32(values: Sequence[float] | np.ndarray) -> np.ndarray:

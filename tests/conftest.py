@@ -127,10 +127,9 @@ def serial_group_scheduling(config: pytest.Config, log: Any, *, parallel_done: s
     """``--dist loadgroup``'s scheduler: xdist's, with SERIAL_FILES' tests as one more group,
     "serial", sent first, and each of WHOLE_FILES as a group of its own; once only serial tests
     are left to run (and the few queued behind them), it creates the file ``parallel_done`` (if
-    given). Known by their
-    file: the scheduler sees node ids, not marks, and pytest 9.2 no longer lets xdist 3.8 put
-    an ``xdist_group`` into a node id (pytest-dev/pytest-xdist#1386), so that mark groups
-    nothing here."""
+    given). Known by their file: the scheduler sees node ids, not marks, and pytest 9.2 no
+    longer lets xdist 3.8 put an ``xdist_group`` into a node id (pytest-dev/pytest-xdist#1386),
+    so that mark groups nothing here."""
     from xdist.scheduler import LoadGroupScheduling
 
     class SerialGroupScheduling(LoadGroupScheduling):
