@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from balancer.config import PULSAR_KEYS
+from balancer.cycle import LEFT, OwnersSink, PlaceAction, UnloadAction, Verdict
 from balancer.names import ShedderName, SplitAlgorithmName
 from console.pulsar.observe import EXTENSIBLE_CLASS, KBIT_TO_BYTES, MODULAR_CLASS, version_key
 
@@ -145,6 +146,62 @@ class ShedRecord:
     strategy: str
     reason: str
     unloads: tuple[tuple[str, str, str | None], ...]
+
+
+class LoadManagerSink(OwnersSink):
+    """Pulsar's load manager applying a plan of its own (``balancer.cycle.apply_plan``) to the
+    simulated cluster's ownership map.
+
+    Shedding (``shedder`` set): the unloads of that shedder are applied, each bundle left unowned
+    until a lookup (ModularLoadManagerImpl) or, with ``transfer`` (ExtensibleLoadManagerImpl), owned
+    by the destination its placement planned; Pulsar's shedder places no bundle nobody owned, and
+    neither splits nor changes a broker's state (left). A lookup's placement (``shedder`` None):
+    each unowned bundle goes to the broker the placement chose.
+
+    Attributes:
+        owned: called with (bundle, broker) for every bundle given an owner, after the map is set.
+        moves: bundle -> (source, destination or None: left unowned) per unload applied, in the
+            plan's order.
+        placed: bundle -> broker per placement applied.
+    """
+
+    def __init__(
+        self,
+        owners: MutableMapping[str, str | None],
+        recently_unloaded: MutableMapping[str, float],
+        now: float,
+        owned: Callable[[str, str], None],
+        *,
+        shedder: str | None = None,
+        transfer: bool = False,
+    ) -> None:
+        super().__init__(owners, recently_unloaded, now)
+        self.owned = owned
+        self.shedder = shedder
+        self.transfer = transfer
+        self.moves: dict[str, tuple[str, str | None]] = {}
+        self.placed: dict[str, str] = {}
+
+    def unload(self, action: UnloadAction) -> Verdict:
+        """Applied if it is the shedder's and its source still owns the bundle."""
+        if action.strategy != self.shedder or action.source is None:
+            return LEFT
+        verdict = super().unload(action)
+        if verdict is None:
+            self.moves[action.target] = (action.source, None)
+        return verdict
+
+    def place(self, action: PlaceAction, unload: UnloadAction | None) -> Verdict:
+        """A lookup's placement, or the destination of the shedder's unload with ``transfer``."""
+        if self.shedder is not None and (unload is None or not self.transfer):
+            return LEFT
+        verdict = super().place(action, unload)
+        if verdict is None and action.destination is not None:
+            self.owned(action.target, action.destination)
+            self.placed[action.target] = action.destination
+            if unload is not None and unload.source is not None:
+                self.moves[action.target] = (unload.source, action.destination)
+        return verdict
 
 
 @dataclass(frozen=True, slots=True)

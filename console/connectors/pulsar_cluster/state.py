@@ -19,9 +19,8 @@ from balancer.bundles import initial_boundaries
 from balancer.config import PulsarConfig
 from balancer.cycle import (
     CycleConfig,
-    PlaceAction,
     Strategies,
-    UnloadAction,
+    apply_plan,
     plan_cycle,
     plan_placement,
 )
@@ -53,6 +52,7 @@ from console.connectors.pulsar_cluster.common import (
     MODULAR,
     SERVICE_PORT,
     Assignment,
+    LoadManagerSink,
     RequestRecord,
     Response,
     ShedRecord,
@@ -471,11 +471,22 @@ class ClusterState:
                 self.snapshot(), self._cycle_config(), self.placement_state, rest, self.sim_now
             )
             self.placement_state = dict(plan.state)
-            for action in plan.planned(PlaceAction):
-                if action.destination is not None and self.owners.get(action.target) is None:
-                    self._own(action.target, action.destination, cause)
-                    placed[action.target] = action.destination
+            sink = self._sink(cause)
+            apply_plan(plan, sink)
+            placed |= sink.placed
         return placed
+
+    def _sink(self, cause: str, shedder: str | None = None) -> LoadManagerSink:
+        """This cluster's ownership map as the sink of its load manager's plan, now; a bundle
+        given an owner is recorded with ``cause``."""
+        return LoadManagerSink(
+            self.owners,
+            self.recently_unloaded,
+            self.sim_now,
+            lambda bundle, broker: self._own(bundle, broker, cause),
+            shedder=shedder,
+            transfer=self.extensible,
+        )
 
     def _own(self, bundle: str, broker: str, cause: str, *, affinity: bool = False) -> None:
         self.owners[bundle] = broker
@@ -484,25 +495,12 @@ class ClusterState:
     def _shed(self) -> ShedRecord:
         """Pulsar's own shedder on the leader (``plan_cycle``), its unloads applied as its load
         manager does: unowned until a lookup (modular), or transferred (extensible)."""
-        config = self._cycle_config()
-        now = self.sim_now
-        plan = plan_cycle(self.snapshot(), config, self.shed_state, now)
+        plan = plan_cycle(self.snapshot(), self._cycle_config(), self.shed_state, self.sim_now)
         self.shed_state = dict(plan.state)
-        places = {a.target: a.destination for a in plan.planned(PlaceAction)}
-        moves: list[tuple[str, str, str | None]] = []
-        for action in plan.planned(UnloadAction):
-            source = action.source
-            if action.strategy != plan.strategy or source is None:
-                continue
-            if self.owners.get(action.target) != source:
-                continue
-            destination = places.get(action.target) if self.extensible else None
-            self.owners[action.target] = None
-            if destination is not None:
-                self._own(action.target, destination, "shedder")
-            self.recently_unloaded[action.target] = now
-            moves.append((action.target, source, destination))
-        record = ShedRecord(self.minute, plan.strategy, plan.reason, tuple(moves))
+        sink = self._sink("shedder", shedder=plan.strategy)
+        apply_plan(plan, sink)
+        moves = tuple((bundle, *move) for bundle, move in sink.moves.items())
+        record = ShedRecord(self.minute, plan.strategy, plan.reason, moves)
         self.shed_log.append(record)
         return record
 
