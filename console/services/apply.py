@@ -86,7 +86,8 @@ def plan_apply(
 ) -> Decision:
     """Apply ``plan`` in one transaction and record it: ``balancer.cycle.apply_plan`` with the
     metadata store as its sink (``StoreSink``), or, attached to a Pulsar cluster in control, the
-    executor (``PulsarSink``); one audit row per accepted change.
+    executor (``PulsarSink``); then, the same for both, the Decision, one audit row per accepted
+    change (the sink says how it is carried out), the moves counted and everything published.
 
     Args:
         plan: a cycle or operator plan; only its planned actions are applied.
@@ -108,33 +109,28 @@ def plan_apply(
     if connection is not None:
         if connection.mode != PulsarConnection.Mode.CONTROL:
             return _observe_only(plan, connection, now=now, actor=actor, kind=kind)
-        return _apply_through_pulsar(
-            plan,
-            connection,
-            now=now,
-            actor=actor,
-            kind=kind,
-            refuse_stale=refuse_stale,
-            note=note,
-            reverses=reverses,
-        )
+        why = _not_sent(plan, connection, actor)
+        if why:
+            return _observe_only(plan, connection, now=now, actor=actor, kind=kind, why=why)
     with transaction.atomic():
-        planned = plan.planned()
-        if any(not isinstance(a, BrokerStateAction) for a in planned):
-            loadstore.ownership_changing()
-        sink = StoreSink(plan, now)
+        sink: StoreSink
+        if connection is None:
+            if any(not isinstance(a, BrokerStateAction) for a in plan.planned()):
+                loadstore.ownership_changing()
+            sink = StoreSink(plan, now)
+        else:
+            sink = PulsarSink(plan, now, connection)
         applied = _apply(plan, sink, refuse_stale)
         decision = _decision(plan, now, kind)
         events = [_audit(plan, decision, now, actor, change) for change in applied.changes]
-        for event in events:
-            event.reason = operator_reason(note, event.reason)
+        for change, event in zip(applied.changes, events, strict=True):
             if event.action == AuditEvent.Action.UNLOAD:
                 event.reverses = reverses
-        AuditEvent.objects.bulk_create(events)
+            sink.said(change, event)
+            event.reason = operator_reason(note, event.reason)
+        sink.record(decision, events)
         _moves_count(events, actor)
-        _details(decision, stale=applied.stale, waiting=sink.waiting)
-        for event in AuditEvent.objects.filter(decision=decision).select_related("actor"):
-            realtime.publish(realtime.BUNDLE_MOVED, event.summary())
+        _details(decision, stale=applied.stale, **sink.details())
         _publish(decision)
     return decision
 
@@ -201,6 +197,21 @@ class StoreSink:
         )
         self.brokers = {b.name: b for b in Broker.objects.all()}
         self.waiting: list[dict[str, str]] = []
+
+    def said(self, change: Change, event: AuditEvent) -> None:
+        """Add to ``event``'s reason how ``change`` is carried out: nothing more here, it is
+        done."""
+
+    def record(self, decision: Decision, events: list[AuditEvent]) -> None:
+        """Store ``decision``'s audit rows and publish them."""
+        AuditEvent.objects.bulk_create(events)
+        for event in AuditEvent.objects.filter(decision=decision).select_related("actor"):
+            realtime.publish(realtime.BUNDLE_MOVED, event.summary())
+
+    def details(self) -> dict[str, Any]:
+        """What the decision's details say of this sink: the brokers still waiting to be
+        drained."""
+        return {"waiting": self.waiting}
 
     def unload(self, action: UnloadAction) -> Verdict:
         """Unowned, with ``last_unloaded_at`` now, if ``action.source`` still owns it."""
@@ -275,8 +286,53 @@ class PulsarSink(StoreSink):
         self.busy = dict(
             connection.moves.filter(state__in=PulsarMove.IN_FLIGHT).values_list("bundle", "pk")
         )
+        self.connection = connection
         self.lost: list[str] = []
         self.left: list[str] = []
+        self.moves: list[tuple[PulsarMove, AuditEvent]] = []
+
+    def said(self, change: Change, event: AuditEvent) -> None:
+        """A move or a split becomes the ``PulsarMove`` the executor sends, and its audit row
+        says how."""
+        if isinstance(change, Move):
+            move = _unload_move(change, event)
+        elif isinstance(change, SplitAction):
+            move = _split_move(change, event.at)
+        else:
+            return
+        self.moves.append((move, event))
+        event.reason += (
+            f"; sent to Pulsar by the executor ({_sent_as(move)}) and verified by observing"
+        )
+
+    def record(self, decision: Decision, events: list[AuditEvent]) -> None:
+        """Queue the moves for the executor with their audit rows (the cool-down counts from
+        the request: the tick does not pick the bundle again); store and publish the others."""
+        unloads = [m.bundle for m, _ in self.moves if m.kind == PulsarMove.Kind.UNLOAD]
+        Bundle.objects.filter(pk__in=[self.rows[b].pk for b in unloads]).update(
+            last_unloaded_at=self.now
+        )
+        executor.moves_queue(self.connection, self.moves)
+        queued = {id(event) for _, event in self.moves}
+        others = [event for event in events if id(event) not in queued]
+        AuditEvent.objects.bulk_create(others)
+        for event in others:
+            realtime.publish(realtime.BUNDLE_MOVED, event.summary())
+
+    def details(self) -> dict[str, Any]:
+        """The brokers still waiting to be drained, and what was left to Pulsar."""
+        return super().details() | {
+            "lostLeftToPulsar": self.lost
+            and {
+                "bundles": self.lost,
+                "reason": "a lost broker's bundles are released by Pulsar itself: no unload sent",
+            },
+            "leftToPulsar": self.left
+            and {
+                "bundles": self.left,
+                "reason": "unowned: Pulsar assigns a bundle at the next lookup of its topics",
+            },
+        }
 
     def unload(self, action: UnloadAction) -> Verdict:
         """Accepted (the move is made with its placement); left to Pulsar for a lost broker."""
@@ -496,91 +552,19 @@ def _observe_only(
     )
 
 
-def _apply_through_pulsar(
-    plan: CyclePlan,
-    connection: PulsarConnection,
-    *,
-    now: datetime,
-    actor: User | None,
-    kind: str,
-    refuse_stale: bool,
-    note: str,
-    reverses: AuditEvent | None = None,
-) -> Decision:
-    """In control of a Pulsar cluster: ``apply_plan`` with ``PulsarSink``; each accepted move
-    becomes a ``PulsarMove`` the executor sends (an unload with the destination its placement
-    planned, a split), audited now and verified by observing (``services.executor``). The tick
-    sends nothing while moves are in flight."""
-    moving = [a for a in plan.planned() if isinstance(a, UnloadAction | SplitAction)]
-    if moving and connection.is_executor_stopped:
-        return _observe_only(
-            plan,
-            connection,
-            now=now,
-            actor=actor,
-            kind=kind,
-            why="the executor is stopped: Fulcrum sends no move to Pulsar",
-        )
+def _not_sent(plan: CyclePlan, connection: PulsarConnection, actor: User | None) -> str:
+    """In control of a Pulsar cluster, why ``plan``'s moves are not sent ("": they are): the
+    executor is stopped, or (the tick's plan) moves are still in flight. In control, each
+    accepted move becomes a ``PulsarMove`` the executor sends (``PulsarSink``), audited now and
+    verified by observing (``services.executor``)."""
+    if not any(isinstance(a, UnloadAction | SplitAction) for a in plan.planned()):
+        return ""
+    if connection.is_executor_stopped:
+        return "the executor is stopped: Fulcrum sends no move to Pulsar"
     in_flight = selectors.moves_in_flight(connection)
-    if moving and in_flight and actor is None:
-        return _observe_only(
-            plan,
-            connection,
-            now=now,
-            actor=None,
-            kind=kind,
-            why=f"waiting for {in_flight} move(s) in flight on Pulsar to be verified",
-        )
-    with transaction.atomic():
-        sink = PulsarSink(plan, now, connection)
-        applied = _apply(plan, sink, refuse_stale)
-        decision = _decision(plan, now, kind)
-        moves: list[tuple[PulsarMove, AuditEvent]] = []
-        events: list[AuditEvent] = []
-        for change in applied.changes:
-            event = _audit(plan, decision, now, actor, change)
-            if isinstance(change, Move):
-                moves.append(_unload_move(change, event))
-            elif isinstance(change, SplitAction):
-                moves.append((_split_move(change, now), event))
-            else:
-                events.append(event)
-        for move, event in moves:
-            if move.kind == PulsarMove.Kind.UNLOAD:
-                event.reverses = reverses
-            event.reason = operator_reason(
-                note,
-                f"{event.reason}; sent to Pulsar by the executor ({_sent_as(move)}) and "
-                "verified by observing",
-            )
-        for event in events:
-            event.reason = operator_reason(note, event.reason)
-        # The cool-down counts from the request: the tick does not pick the bundle again.
-        Bundle.objects.filter(
-            pk__in=[sink.rows[m.bundle].pk for m, _ in moves if m.kind == PulsarMove.Kind.UNLOAD]
-        ).update(last_unloaded_at=now)
-        executor.moves_queue(connection, moves)
-        _moves_count([event for _, event in moves], actor)
-        AuditEvent.objects.bulk_create(events)
-        for event in events:
-            realtime.publish(realtime.BUNDLE_MOVED, event.summary())
-        _details(
-            decision,
-            stale=applied.stale,
-            waiting=sink.waiting,
-            lostLeftToPulsar=sink.lost
-            and {
-                "bundles": sink.lost,
-                "reason": "a lost broker's bundles are released by Pulsar itself: no unload sent",
-            },
-            leftToPulsar=sink.left
-            and {
-                "bundles": sink.left,
-                "reason": "unowned: Pulsar assigns a bundle at the next lookup of its topics",
-            },
-        )
-        _publish(decision)
-    return decision
+    if in_flight and actor is None:
+        return f"waiting for {in_flight} move(s) in flight on Pulsar to be verified"
+    return ""
 
 
 # Pulsar's split algorithm that takes the cut points as the request's body (PULSAR_ADMIN.md A2).
@@ -597,20 +581,19 @@ def _sent_as(move: PulsarMove) -> str:
     return "unload; Pulsar places it"
 
 
-def _unload_move(move: Move, event: AuditEvent) -> tuple[PulsarMove, AuditEvent]:
+def _unload_move(move: Move, event: AuditEvent) -> PulsarMove:
     """The unload and the placement that chose its destination, as one ``PulsarMove``."""
     unload, place = move.unload, move.place
     assert unload is not None  # PulsarSink leaves a placement alone to Pulsar
     if place is None:
         event.reason = _said(unload) + "; Pulsar places it at the next lookup"
-    pulsar_move = PulsarMove(
+    return PulsarMove(
         kind=PulsarMove.Kind.UNLOAD,
         bundle=unload.target,
         source=unload.source or "",
         destination=(place.destination or "") if place else "",
         created_at=event.at,
     )
-    return pulsar_move, event
 
 
 def _split_move(action: SplitAction, now: datetime) -> PulsarMove:

@@ -1,7 +1,7 @@
 """End to end through the connector: the simulator as a Pulsar cluster (its brokers answering
 through respx, no sockets), observed by the console, control taken, full shedding cycles whose
 moves the executor sends and verifies, and an operator's unload to a destination verified in the
-audit; the connector never looks a topic up."""
+audit, then undone through Pulsar; the connector never looks a topic up."""
 
 from __future__ import annotations
 
@@ -137,3 +137,38 @@ def test_an_operator_s_unload_to_a_destination_is_verified_in_the_audit(world, d
     announced = AuditEvent.objects.get(action="unload", target=row.name)
     assert announced.reason.startswith("Operator's reason: e2e.")
     assert Bundle.objects.get(pk=row.pk).owner.name == destination
+
+
+def test_an_operator_s_undo_is_sent_to_pulsar_and_linked_to_the_move_it_reverses(
+    world, django_user_model
+):
+    from console.models import AuditEvent, Bundle, PulsarMove
+    from console.services import bundle_unload
+    from console.services.bundles import bundle_unload_undo
+    from console.services.control import control_take
+
+    cluster, connection, clock = world
+    minute(cluster, clock)
+    admin = django_user_model.objects.create_superuser("root", password="s3cret-pass")
+    control_take(connection.pk, actor=admin, confirm=True, now=datetime.now(UTC))
+    row = Bundle.objects.select_related("owner", "namespace").exclude(owner=None).first()
+    source = row.owner.name
+    destination = next(b for b in cluster.broker_ids if b != source)
+    bundle_unload(row.name, actor=admin, destination=destination, force=True)
+    minute(cluster, clock)
+    minute(cluster, clock)
+    moved = AuditEvent.objects.get(action="unload", target=row.name)
+    assert Bundle.objects.get(pk=row.pk).owner.name == destination
+
+    bundle_unload_undo(moved.pk, actor=admin, note="back", force=True, now=datetime.now(UTC))
+    undo = AuditEvent.objects.get(action="unload", target=row.name, reverses=moved)
+    queued = PulsarMove.objects.get(audit=undo)
+    assert (queued.source, queued.destination) == (destination, source)
+    assert undo.reason.startswith("Operator's reason: undo of audit row")
+    assert "sent to Pulsar by the executor (unload with destination" in undo.reason
+    minute(cluster, clock)
+    minute(cluster, clock)
+    queued.refresh_from_db()
+    assert (queued.state, queued.outcome) == ("done", "as-planned")
+    assert cluster.owners[row.name] == source
+    assert Bundle.objects.get(pk=row.pk).owner.name == source
