@@ -41,6 +41,15 @@ class PlacementName(_Name):
     DANUBE_WEIGHTED_LOAD = "weighted_load"
 
 
+class ProposerName(_Name):
+    """Who proposed an action no strategy proposed (``Action.strategy``; an operator's plan's
+    ``CyclePlan.strategy``)."""
+
+    LIFECYCLE = "lifecycle"  # the broker life cycle: a drained or lost broker's bundles
+    OPERATOR = "operator"  # an operator's plan (the console, the API, the CLI)
+    AUTO_SPLIT = "auto-split"  # the cycle's split of a bundle past Pulsar's split thresholds
+
+
 class SplitAlgorithmName(_Name):
     """The split algorithms (``balancer.registry.SPLIT_ALGORITHMS``; Pulsar's names)."""
 

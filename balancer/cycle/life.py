@@ -16,6 +16,7 @@ from balancer.cycle.model import (
     UnloadAction,
 )
 from balancer.decisions import Reason
+from balancer.names import ProposerName
 from balancer.safety import SafetyConfig
 from balancer.snapshot import ClusterSnapshot
 from balancer.units import Seconds
@@ -67,7 +68,7 @@ def _life_cycle_unloads(
                     reason=str(reason),
                     explanation=f"{why}; {explain.metric('msgThroughput', load)} to re-place",
                     metric=Metric("msgThroughput", load, "bytes/s"),
-                    strategy="lifecycle",
+                    strategy=ProposerName.LIFECYCLE,
                 )
             )
     return out
@@ -91,7 +92,7 @@ def _drained(
                     state="drained",
                     reason=str(Reason.DRAIN),
                     explanation=f"drain complete: {len(owned)} bundle(s) leave {name} this cycle",
-                    strategy="lifecycle",
+                    strategy=ProposerName.LIFECYCLE,
                 )
             )
     return out

@@ -27,6 +27,7 @@ from balancer.cycle.splits import _split_action
 from balancer.cycle.vetoes import _veto
 from balancer.decisions import Reason
 from balancer.errors import BalancerError
+from balancer.names import ProposerName
 from balancer.placement.batch import place_many
 from balancer.placement.place import filter_candidates
 from balancer.registry import (
@@ -52,7 +53,7 @@ def _operator_plan(
     before = LoadStats.of({n: usage[n] for n in (serving_before or serving)})
     return CyclePlan(
         reason=str(Reason.OPERATOR),
-        strategy="operator",
+        strategy=ProposerName.OPERATOR,
         actions=tuple(actions),
         before=before,
         after=predict(snapshot, config.pulsar.weights, serving, actions),
@@ -101,7 +102,7 @@ def plan_unload(
         metric=Metric("msgThroughput", load, "bytes/s"),
         veto=veto,
         forced=force and veto is not None and not hard,
-        strategy="operator",
+        strategy=ProposerName.OPERATOR,
     )
     if not unload.is_planned and (hard or destination is None):
         return _operator_plan(snapshot, config, state, [unload], serving)
@@ -126,7 +127,7 @@ def plan_unload(
             destination=destination,
             reason=str(Reason.OPERATOR),
             explanation=f"the operator chose {destination}",
-            strategy="operator",
+            strategy=ProposerName.OPERATOR,
         )
         if destination not in kept:
             refused = next((r for r in rejections if r.broker == destination), None)
@@ -241,7 +242,9 @@ def plan_split(
             + action.explanation,
         )
     serving = _serving(snapshot, config, snapshot.now)
-    return _operator_plan(snapshot, config, {}, [replace(action, strategy="operator")], serving)
+    return _operator_plan(
+        snapshot, config, {}, [replace(action, strategy=ProposerName.OPERATOR)], serving
+    )
 
 
 def plan_drain(
@@ -267,7 +270,7 @@ def plan_drain(
         reason=str(Reason.DRAIN),
         explanation=f"operator drains {broker}: its {len(snapshot.owned_by(broker))} bundle(s) "
         "move away",
-        strategy="operator",
+        strategy=ProposerName.OPERATOR,
     )
     if not serving:
         vetoed = replace(
@@ -316,7 +319,7 @@ def plan_activate(snapshot: ClusterSnapshot, config: CycleConfig, broker: str) -
         state="active",
         reason=str(Reason.OPERATOR),
         explanation=f"operator activates {broker} (was {current})",
-        strategy="operator",
+        strategy=ProposerName.OPERATOR,
     )
     serving = _serving(snapshot, config, snapshot.now)
     lost, _ = broker_life(snapshot, config.safety, snapshot.now)

@@ -24,7 +24,7 @@ from balancer.cycle.splits import _auto_splits, _strategy_splits
 from balancer.cycle.vetoes import screen_unloads
 from balancer.danube.bundles import bundle_view
 from balancer.decisions import Reason, SheddingDecision
-from balancer.names import ShedderName
+from balancer.names import ProposerName, ShedderName
 from balancer.snapshot import ClusterSnapshot
 from balancer.units import Seconds
 
@@ -109,7 +109,9 @@ def plan_cycle(
     shed_acted = any(
         a.kind == ActionKind.UNLOAD and a.strategy == shedder_name and a.is_planned for a in actions
     )
-    life = [a for a in actions if a.strategy == "lifecycle" and a.kind == ActionKind.UNLOAD]
+    life = [
+        a for a in actions if a.strategy == ProposerName.LIFECYCLE and a.kind == ActionKind.UNLOAD
+    ]
     reason = shed_reason if shed_acted or not life else life[0].reason
     return CyclePlan(
         reason=reason,

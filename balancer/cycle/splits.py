@@ -19,6 +19,7 @@ from balancer.decisions import Reason, SheddingDecision
 from balancer.errors import BalancerError, ImpossibleSplit
 from balancer.hashing import format_hash
 from balancer.load import TopicLoad
+from balancer.names import ProposerName
 from balancer.registry import (
     get_split_algorithm,
 )
@@ -98,7 +99,7 @@ def _auto_splits(snapshot: ClusterSnapshot, config: CycleConfig, moving: set[str
                 explanation=f"{said}; {name} cannot cut it: {exc.message}",
                 veto=Reason.NO_CANDIDATES,
             )
-        out.append(replace(action, metric=metric, strategy="auto-split"))
+        out.append(replace(action, metric=metric, strategy=ProposerName.AUTO_SPLIT))
     return out
 
 

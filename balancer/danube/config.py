@@ -7,8 +7,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from balancer.errors import BalancerError
+from balancer.names import PlacementName
 
-ASSIGNMENT_STRATEGIES: Final = ("fair", "balanced", "weighted_load")
+ASSIGNMENT_STRATEGIES: Final = (
+    PlacementName.DANUBE_FAIR,
+    PlacementName.DANUBE_BALANCED,
+    PlacementName.DANUBE_WEIGHTED_LOAD,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +47,7 @@ class DanubeConfig:
     min_brokers_for_rebalance: int = 2
     min_topic_age_s: float = 300.0
     blacklist_topics: tuple[str, ...] = field(default_factory=tuple)
-    assignment_strategy: str = "balanced"
+    assignment_strategy: str = PlacementName.DANUBE_BALANCED
     seed: int = 0
 
     @classmethod

@@ -7,6 +7,7 @@ from typing import Any
 from balancer.danube.config import DanubeConfig
 from balancer.danube.rankings import ranked
 from balancer.decisions import Placement, Reason
+from balancer.names import ShedderName
 from balancer.snapshot import ClusterSnapshot
 
 
@@ -35,7 +36,9 @@ def place(
 
     def result(broker: str | None, reason: Reason, candidates: list[str]) -> Placement:
         new_state = {**state, "lastSelected": broker} if broker else dict(state)
-        return Placement(topic, broker, reason, tuple(candidates), (), scores, new_state, "danube")
+        return Placement(
+            topic, broker, reason, tuple(candidates), (), scores, new_state, ShedderName.DANUBE
+        )
 
     if hint:
         source = hint.get("fromBroker")

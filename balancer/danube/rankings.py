@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from balancer.load import BrokerLoad
+from balancer.names import PlacementName
 from balancer.snapshot import ClusterSnapshot
 
 MB = 1_000_000  # Danube's "mbps" fields are megabytes (10^6 bytes) per second
@@ -98,9 +99,9 @@ def weighted_load(snapshot: ClusterSnapshot) -> dict[str, int]:
 
 
 RANKINGS: Final[Mapping[str, Callable[[ClusterSnapshot], dict[str, int]]]] = {
-    "fair": fair,
-    "balanced": balanced,
-    "weighted_load": weighted_load,
+    PlacementName.DANUBE_FAIR: fair,
+    PlacementName.DANUBE_BALANCED: balanced,
+    PlacementName.DANUBE_WEIGHTED_LOAD: weighted_load,
 }
 
 

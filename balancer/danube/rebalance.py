@@ -9,10 +9,11 @@ from balancer.danube.config import DanubeConfig
 from balancer.danube.rankings import MB, ranked
 from balancer.decisions import Reason, SheddingDecision, Skip, Unload
 from balancer.load import TopicStats
+from balancer.names import ShedderName
 from balancer.snapshot import ClusterSnapshot
 from balancer.stats import imbalance
 
-NAME = "danube"
+NAME = ShedderName.DANUBE
 HISTORY_LIMIT = 1000  # Danube keeps the last 1000 moves
 
 
