@@ -64,7 +64,11 @@ MODULE_RUN = re.compile(r"-m\s+([A-Za-z_][\w.]*)")
 DOTTED = re.compile(rf"^(?:{'|'.join(PACKAGES)})(?:\.\w+)+")
 DOCS_PATH = re.compile(r"\bdocs/[\w./-]+\.(?:md|png)\b")
 SPEC_NAME = re.compile(r"\b([A-Z][A-Z0-9_]*\.md)\b")
-SPEC_SECTION = re.compile(r"\b([A-Z][A-Z0-9_]*\.md)`{0,2}\s*§\s*(\d+(?:\.\d+)*)")
+# A spec's name and the sections cited after it: `PULSAR.md §3.4, §8` cites 3.4 and 8.
+SPEC_SECTION = re.compile(
+    r"\b([A-Z][A-Z0-9_]*\.md)`{0,2}((?:\s*(?:[,;]|and)?\s*§\s*\d+(?:\.\d+)*)+)"
+)
+SECTION_NUMBER = re.compile(r"§\s*(\d+(?:\.\d+)*)")
 
 
 def documents() -> list[Path]:
@@ -247,7 +251,8 @@ def test_every_spec_document_the_code_cites_is_in_docs_spec():
 
 
 def test_every_numbered_section_cited_exists():
-    """`PULSAR.md §8.4` in the code or the docs: docs/spec/PULSAR.md has a heading 8.4."""
+    """`PULSAR.md §8.4` in the code or the docs (each of a list: `§8.4, §9`): docs/spec/PULSAR.md
+    has a heading 8.4."""
     cites = [(f"{file}:{number}", line) for file, number, line in cited_in_code()]
     for doc in documents():
         if not doc.is_relative_to(SPEC):
@@ -256,7 +261,10 @@ def test_every_numbered_section_cited_exists():
             ]
     missing = []
     for where, line in cites:
-        for spec, section in SPEC_SECTION.findall(line):
-            if not any(re.match(rf"{re.escape(section)}[.\s]", h + " ") for h in headings(spec)):
-                missing.append(f"{where}: {spec} §{section}")
+        for spec, sections in SPEC_SECTION.findall(line):
+            for section in SECTION_NUMBER.findall(sections):
+                if not any(
+                    re.match(rf"{re.escape(section)}[.\s]", h + " ") for h in headings(spec)
+                ):
+                    missing.append(f"{where}: {spec} §{section}")
     assert not missing, "sections cited that the specification lacks:\n" + "\n".join(missing)

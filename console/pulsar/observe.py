@@ -638,10 +638,10 @@ def extensible_report(
     broker: str, usage: dict[str, float], topics: dict[str, Any]
 ) -> dict[str, Any]:
     """A ``LocalBrokerData``-shaped report for a broker of the extensible load manager, which
-    serves none over REST (PULSAR_ADMIN.md §3.4, §8.2): resources from ``pulsar_lb_*`` (percent:
-    CPU, memory and direct memory as usage of a limit of 100; bandwidth as the broker's summed
-    throughput in kbit/s against the limit that percentage implies, unknown at 0 %), rates and
-    ``lastStats`` summed per bundle from E12 ``topics``.
+    serves none over REST (PULSAR_ADMIN.md §3.4; §8, item 2): resources from ``pulsar_lb_*``
+    (percent: CPU, memory and direct memory as usage of a limit of 100; bandwidth as the
+    broker's summed throughput in kbit/s against the limit that percentage implies, unknown at
+    0 %), rates and ``lastStats`` summed per bundle from E12 ``topics``.
 
     Raises:
         ObservationError: E12 of the wrong shape, or a missing resource metric, named.
