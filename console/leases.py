@@ -73,6 +73,12 @@ def lease_release(name: str, token: str, now: datetime) -> None:
     )
 
 
+def report_run_leases_forget() -> None:
+    """Delete the leases of ended report runs (given back: no holder), which are not kept: one
+    row a run would otherwise pile up."""
+    Lease.objects.filter(name__startswith=REPORT_RUN_PREFIX, holder="").delete()
+
+
 def lease_token() -> str:
     """A holder's name for ``Lease.holder``: host, process, thread and a unique part."""
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"

@@ -15,7 +15,7 @@ from console.access import actor_check
 from console.celery import app
 from console.errors import ConsoleError
 from console.leases import lease_held
-from console.models import AuditEvent, Lease, ReportRun
+from console.models import AuditEvent, ReportRun
 
 REPORT_TASK = "console.tasks.report_run"
 # A run may wait this long for a report worker before it is declared lost (no other run can be
@@ -76,8 +76,7 @@ def report_runs_reap(*, now: Any = None) -> int:
             reason=f"its worker stopped mid-run (killed or restarted): no sign of life for "
             f"{REPORT_RUN_LEASE_S:.0f} s; request the run again",
         )
-    # The leases of ended runs, given back: their rows are not kept.
-    Lease.objects.filter(name__startswith=leases.REPORT_RUN_PREFIX, holder="").delete()
+    leases.report_run_leases_forget()
     return queued + running
 
 
