@@ -40,7 +40,11 @@ from console.api.responses.dashboard import (
     StrategiesOutput,
 )
 from console.api.responses.pulsar import CONTROL_ANSWER, ControlPreviewOutput, PulsarStatusOutput
-from console.api.responses.reports import OpenApiDocumentOutput, ReportResultsOutput
+from console.api.responses.reports import (
+    ApiRootOutput,
+    OpenApiDocumentOutput,
+    ReportResultsOutput,
+)
 from console.api.responses.verbs import (
     BROKER_STATE_ANSWER,
     SPLIT_ANSWER,
@@ -690,7 +694,7 @@ class SchemaView(SpectacularAPIView):
 _ENDPOINTS: list[dict[str, Any]] = []
 
 
-@extend_schema(exclude=True)
+@extend_schema(responses={200: ApiRootOutput})
 @api_view(["GET"])
 @permission_classes([IsUser])
 def api_root(request: Request) -> Response:

@@ -59,3 +59,19 @@ class OpenApiDocumentOutput(serializers.Serializer):
         child=serializers.DictField(), help_text="path -> its operations, by method"
     )
     components = serializers.DictField(help_text="schemas and security schemes")
+
+
+class EndpointOutput(serializers.Serializer):
+    """One endpoint of the API, from its OpenAPI schema."""
+
+    path = serializers.CharField(help_text="e.g. /api/bundles/by-name/unload/")
+    methods = names("its HTTP methods, e.g. GET, POST")
+    summary = serializers.CharField(help_text="the first line of its description; may be empty")
+
+
+class ApiRootOutput(serializers.Serializer):
+    """``/api/``: every endpoint, and where the API's documentation is."""
+
+    docs = serializers.CharField(help_text="Swagger UI, served locally: /api/docs/")
+    schema = serializers.CharField(help_text="this OpenAPI 3 document: /api/schema/")
+    endpoints = EndpointOutput(many=True)
