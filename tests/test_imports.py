@@ -79,3 +79,21 @@ def test_a_lazy_package_serves_every_name_mypy_reads(package):
     assert set(module.__all__) - set(typed) <= {"ConsoleError"}  # imported with the package
     for name, home in typed.items():
         assert getattr(module, name) is getattr(importlib.import_module(f"{package}.{home}"), name)
+
+
+def test_every_module_of_the_console_is_in_a_layer():
+    """The layers contract binds only the modules it names: a new module of ``console/`` left
+    out of it could import any other unchecked."""
+    import re
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in contracts["contracts"] if c["type"] == "layers"]
+    named = {name.strip() for layer in layers for name in re.split(r"[|:]", layer)}
+    modules = {
+        f"console.{path.stem}"
+        for path in (ROOT / "console").iterdir()
+        if path.name != "__init__.py" and (path.suffix == ".py" or (path / "__init__.py").is_file())
+    }
+    assert modules - named == set(), "put these in a layer of [tool.importlinter]"
+    assert named - modules == set(), "these layers name no module"
