@@ -100,13 +100,14 @@ check: setup
 # stack or a benchmark's) one after another on one worker (--dist loadgroup, tests/conftest.py);
 # beside it, at a lower priority, mypy and the core's tests, which alone gate balancer/ at 100 %
 # branch coverage (coverage's tracer slows every other test by a quarter), and, once only the
-# serial tests are left, the console's tests on PostgreSQL.
+# serial tests are left, the console's tests on PostgreSQL. exec: a SIGTERM to make (which passes
+# it on to its recipes) reaches the script, whose traps stop the passes, Redis and PostgreSQL.
 test: setup
 	$(BIN)/ruff check balancer console tests
 	$(BIN)/lint-imports
 	@mkdir -p var
 	BIN=$(BIN) TEST_WORKERS=$(TEST_WORKERS) TEST_REDIS_PORT=$(TEST_REDIS_PORT) \
-	  TEST_PG_PORT=$(TEST_PG_PORT) scripts/test-passes $(PYTEST_ARGS)
+	  TEST_PG_PORT=$(TEST_PG_PORT) exec scripts/test-passes $(PYTEST_ARGS)
 
 # Fulcrum against a real Apache Pulsar in containers (apachepulsar/pulsar, 3.x and 4.x, both load
 # managers): skipped, saying why, where no container runtime answers (docker info).
