@@ -8,6 +8,7 @@ authenticate (a token file, OAuth2 client credentials, a TLS client certificate)
 from __future__ import annotations
 
 import json
+import logging
 import ssl
 import time
 from datetime import UTC, datetime
@@ -182,9 +183,13 @@ def test_over_https_every_broker_is_read_at_the_url_pulsar_redirects_to(tls_clus
     assert refused.value.status == 0
 
 
-def test_a_tls_client_certificate_authenticates_without_a_token(tls_cluster, tmp_path):
+def test_a_tls_client_certificate_authenticates_without_a_token(
+    tls_cluster, tmp_path, caplog, capfd
+):
     """AuthenticationProviderTls: the role is the client certificate's CN; a broker that
-    requires one refuses the handshake without it."""
+    requires one refuses the handshake without it (a debug line in the simulator's log, as
+    Jetty's, not a traceback on stderr)."""
+    caplog.set_level(logging.DEBUG, logger="fulcrum.pulsar_cluster")
     cluster, pem, ca, context = tls_cluster
     context.verify_mode = ssl.CERT_REQUIRED
     ca.configure_trust(context)
@@ -201,6 +206,11 @@ def test_a_tls_client_certificate_authenticates_without_a_token(tls_cluster, tmp
     ):
         anonymous.brokers("demo")
     assert refused.value.status == 0
+    deadline = time.monotonic() + 5
+    while "ended below HTTP" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "ended below HTTP" in caplog.text
+    assert "Traceback" not in capfd.readouterr().err
 
 
 # -- the cluster's name: ClustersBase.getClusters lists every cluster of the store --------------

@@ -7,6 +7,7 @@ import argparse
 import logging
 import os
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -74,6 +75,19 @@ class _BrokerHandler(BaseHTTPRequestHandler):
         self._serve()
 
 
+class _BrokerServer(ThreadingHTTPServer):
+    """A broker's web port. A connection that fails below HTTP (a client's refused TLS
+    handshake, a reset) is one debug line in the log, as Jetty logs a failed handshake, not
+    socketserver's traceback on stderr; any other error keeps the traceback."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, OSError):  # ssl.SSLError, ConnectionResetError, TimeoutError...
+            log.debug("connection from %s ended below HTTP: %s", client_address, error)
+            return
+        super().handle_error(request, client_address)
+
+
 def tls_material(directory: Path, hosts: Sequence[str]) -> tuple[ssl.SSLContext, Path]:
     """A CA made now and a certificate for ``hosts`` it signs (trustme): the brokers' server
     context, and the CA's PEM written to ``directory/pulsar-ca.pem`` for the client
@@ -108,7 +122,7 @@ def serve(
                 (_BrokerHandler,),
                 {"cluster": cluster, "broker_id": broker, "is_secure": secure},
             )
-            server = ThreadingHTTPServer((host or cluster.host, port), handler)
+            server = _BrokerServer((host or cluster.host, port), handler)
             if secure and tls is not None:
                 # The handshake runs in the request's own thread, not in the accept loop: a
                 # client that stalls it blocks no one else.
