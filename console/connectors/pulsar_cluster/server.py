@@ -77,12 +77,12 @@ class _BrokerHandler(BaseHTTPRequestHandler):
 
 class _BrokerServer(ThreadingHTTPServer):
     """A broker's web port. A connection that fails below HTTP (a client's refused TLS
-    handshake, a reset) is one debug line in the log, as Jetty logs a failed handshake, not
-    socketserver's traceback on stderr; any other error keeps the traceback."""
+    handshake, a reset, a timeout) is one debug line in the log, as Jetty logs a failed
+    handshake, not socketserver's traceback on stderr; any other error keeps the traceback."""
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         error = sys.exc_info()[1]
-        if isinstance(error, OSError):  # ssl.SSLError, ConnectionResetError, TimeoutError...
+        if isinstance(error, ssl.SSLError | ConnectionError | TimeoutError):
             log.debug("connection from %s ended below HTTP: %s", client_address, error)
             return
         super().handle_error(request, client_address)
