@@ -142,11 +142,13 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
     serving = [n for n, b in snapshot.brokers.items() if b.is_active]
     if len(serving) < 2:
         return SheddingDecision((), Reason.NOT_ENOUGH_BROKERS, state={"left": left}, strategy=NAME)
-    # Readings this report's own brokers contradicted a report ago are held back for one.
+    # Readings this report's own brokers contradicted a report ago are held back for one, and
+    # no bundle moves to or from their brokers meanwhile: the figures that stand in are a
+    # report old, and the report that settles which is true comes next cycle.
     last = state.get("seen")
-    model, seen = LoadModel.of(snapshot, serving, pulsar.weights).against_last(
-        last if isinstance(last, dict) else {}
-    )
+    reported = LoadModel.of(snapshot, serving, pulsar.weights)
+    model, seen = reported.against_last(last if isinstance(last, dict) else {})
+    held = {q.broker for q in model.quarantined[len(reported.quarantined) :]}
     usage = model.usage()
     background = model.background_usage()
     stats: dict[str, Any] = {
@@ -163,7 +165,17 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
     stats["budget"] = budget
     stats["quarantined"] = [q.as_dict() for q in model.quarantined]
     # A reading that cannot be true is named with the decision, and not obeyed.
-    skipped = [Skip("broker", q.broker, Reason.IMPLAUSIBLE, q.reason) for q in model.quarantined]
+    skipped = [
+        Skip(
+            "broker",
+            q.broker,
+            Reason.IMPLAUSIBLE,
+            f"{q.reason}; no bundle moves to or from it until then"
+            if q.broker in held
+            else q.reason,
+        )
+        for q in model.quarantined
+    ]
     if budget <= 0:
         skipped.append(Skip("broker", "*", Reason.RATE_LIMITED, f"{recent} moves in the last hour"))
         return SheddingDecision(
@@ -171,7 +183,7 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
         )
     cool_down = cool_down_s(pulsar, safety, fulcrum=True)
     blacklist = safety.blacklist if safety is not None else ()
-    search = _Search(snapshot, model, pulsar, left, cool_down, blacklist)
+    search = _Search(snapshot, model, pulsar, left, cool_down, blacklist, held)
     load = model.load.copy()
     unloads: list[Unload] = []
     too_big: set[int] = set()
@@ -237,9 +249,12 @@ class _Search:
         left: dict[str, list[list[Any]]],
         cool_down_s: float,
         blacklist: tuple[str, ...],
+        held: set[str],
     ) -> None:
         self.snapshot, self.model, self.pulsar, self.left = snapshot, model, pulsar, left
         self.cool_down_s, self.blacklist = cool_down_s, blacklist
+        # The brokers whose reading is held back: neither a source nor a destination.
+        self.held = {i for i, name in enumerate(model.names) if name in held}
         self.owner = model.owner.copy()
         self.moved: set[int] = set()
         self.names: dict[int, str] = {}
@@ -280,7 +295,9 @@ class _Search:
         return free
 
     def rows_of(self, broker: int, count: int) -> list[int]:
-        """The ``count`` biggest movable bundles of ``broker``."""
+        """The ``count`` biggest movable bundles of ``broker`` (none of a held broker's)."""
+        if broker in self.held:
+            return []
         known = self.biggest.get(broker)
         if known is not None and (len(known) >= count or known[-1] == -1):
             return [row for row in known[:count] if row >= 0]
@@ -304,8 +321,10 @@ class _Search:
         return out
 
     def allowed(self, row: int, destination: int) -> bool:
-        """The destination is not one the bundle left within the hour, has room for its
-        topics, and keeps its anti-affinity group spread (when it has one)."""
+        """The destination is not held back, not one the bundle left within the hour, has room
+        for its topics, and keeps its anti-affinity group spread (when it has one)."""
+        if destination in self.held:
+            return False
         name = self.name(row)
         broker = self.model.names[destination]
         if any(b == broker for b, _ in self.left.get(name, ())):

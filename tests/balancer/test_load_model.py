@@ -151,3 +151,23 @@ def test_the_shedder_holds_a_jump_back_for_one_cycle_and_remembers_what_was_repo
     assert not [s for s in third.skipped if s.reason == Reason.IMPLAUSIBLE]
     assert third.stats["brokers"]["b2"]["usage"] == pytest.approx(0.95)
     assert shed(jumped, PULSAR, {"seen": ["not", "a", "map"]}).stats["quarantined"] == []
+
+
+def test_no_bundle_moves_to_or_from_a_broker_whose_reading_is_held_back():
+    """A background that spiked for two reports (believed) and then fell back: the fall is held
+    back for one report, so the broker still looks hot on the spike's figures. Nothing moves
+    to or from it on them (it shed seven bundles once, from what was the coolest broker); b1,
+    truly hot, still sheds."""
+    spike = _with(_three(), "b3", cpu=ResourceUsage(99.0, 100.0))
+    state = shed(_three(), PULSAR, {}).state
+    state = shed(spike, PULSAR, state).state  # held back: a jump of 79 % of the limit
+    believed = shed(spike, PULSAR, state)
+    assert believed.stats["brokers"]["b3"]["usage"] == pytest.approx(0.99)
+    fallen = shed(_three(), PULSAR, believed.state)
+    assert fallen.stats["brokers"]["b3"]["usage"] == pytest.approx(0.99)  # the spike stands in
+    [held] = [s for s in fallen.skipped if s.reason == Reason.IMPLAUSIBLE]
+    assert held.name == "b3"
+    assert held.detail.endswith("no bundle moves to or from it until then")
+    assert fallen.unloads
+    assert all("b3" not in (u.source, u.destination) for u in fallen.unloads)
+    assert {u.source for u in fallen.unloads} == {"b1"}
