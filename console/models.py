@@ -198,12 +198,13 @@ class LoadReport(models.Model):
 
 
 class ClusterSample(models.Model):
-    """The cluster's imbalance at one tick: CV (population std / mean) of broker usage."""
+    """The cluster's imbalance at one tick: CV (population std / mean) of broker usage; None
+    while fewer than two brokers serve (a CV of 0 would say the cluster is balanced)."""
 
     at = models.DateTimeField(db_index=True)
     mean_usage_fraction = models.FloatField()
     std_usage_fraction = models.FloatField()
-    cv = models.FloatField()
+    cv = models.FloatField(null=True)
 
     class Meta:
         ordering = ["at"]

@@ -332,6 +332,11 @@ class LoadStats:
         CV of one broker is 0 however loaded it is)."""
         return len(self.brokers)
 
+    @property
+    def measured_cv(self) -> float | None:
+        """The CV, or None below two serving brokers (a 0 there would read as balanced)."""
+        return self.cv if self.serving >= 2 else None
+
     def cv_said(self) -> str:
         """The CV in words: its value, or why there is none (fewer than two serving brokers)."""
         if self.serving < 2:

@@ -58,8 +58,8 @@ def _figures(plan: CyclePlan, *brokers: str | None) -> dict[str, Any]:
     figures: dict[str, Any] = {
         b: round(plan.before.brokers[b], 4) for b in brokers if b and b in plan.before.brokers
     }
-    # One broker serving: no CV (its 0 says nothing of balance; ``LoadStats.cv_said``).
-    figures["cv"] = round(plan.before.cv, 4) if plan.before.serving >= 2 else None
+    measured = plan.before.measured_cv
+    figures["cv"] = None if measured is None else round(measured, 4)
     return figures
 
 

@@ -194,11 +194,13 @@ def _draft(config: BalancerConfig, checked: dict[str, Any]) -> BalancerConfig:
 
 
 def _points(points: tuple[ReplayPoint, ...] | list[ReplayPoint]) -> dict[str, list[Any]]:
-    """Points as the chart's columns: ``at`` (ISO 8601, UTC), ``cv``, ``maxOverMean``."""
+    """Points as the chart's columns: ``at`` (ISO 8601, UTC), ``cv``, ``maxOverMean``; both None
+    at a point without load (no broker serving or reporting any: its 0 would read as balanced,
+    and ``replay.summary`` leaves it out too)."""
     return {
         "at": [datetime.fromtimestamp(p.at, UTC).isoformat() for p in points],
-        "cv": [p.cv for p in points],
-        "maxOverMean": [p.max_over_mean for p in points],
+        "cv": [p.cv if p.max_over_mean > 0 else None for p in points],
+        "maxOverMean": [p.max_over_mean if p.max_over_mean > 0 else None for p in points],
     }
 
 

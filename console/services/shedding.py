@@ -41,8 +41,8 @@ def _fill_load_after(
     brokers the actions' "before" figures name (an UPDATE row by row of thousands of observed
     moves took minutes on PostgreSQL)."""
     usage = snapshot.weighted_usage(weights)
-    # One broker serving: no CV (its 0 says nothing of balance; ``LoadStats.cv_said``).
-    cv = round(plan.before.cv, 4) if plan.before.serving >= 2 else None
+    measured = plan.before.measured_cv
+    cv = None if measured is None else round(measured, 4)
     groups: dict[frozenset[str], list[int]] = {}
     for pk, before in AuditEvent.objects.filter(load_after__isnull=True, at__lt=now).values_list(
         "pk", "load_before"
@@ -180,7 +180,7 @@ def shedding_tick_run(
                 at=now,
                 mean_usage_fraction=spread.avg_usage,
                 std_usage_fraction=spread.std,
-                cv=spread.cv,
+                cv=spread.measured_cv,
             )
             return Decision.objects.create(
                 at=now,
@@ -202,7 +202,7 @@ def shedding_tick_run(
                 at=now,
                 mean_usage_fraction=plan.before.avg_usage,
                 std_usage_fraction=plan.before.std,
-                cv=plan.before.cv,
+                cv=plan.before.measured_cv,
             )
             decision = plan_apply(
                 plan, now=now, actor=None, kind=Decision.Kind.SHED, refuse_stale=False
@@ -215,7 +215,11 @@ def shedding_tick_run(
                 config.save(update_fields=["state"])
             realtime.publish(
                 realtime.CV_SAMPLED,
-                {"at": now.isoformat(), "cv": plan.before.cv, "mean": plan.before.avg_usage},
+                {
+                    "at": now.isoformat(),
+                    "cv": plan.before.measured_cv,
+                    "mean": plan.before.avg_usage,
+                },
             )
         log.info(
             "shedding tick: snapshot %.3f s, plan %.3f s, apply %.3f s (%d brokers, %d bundles, "

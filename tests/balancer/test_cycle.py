@@ -914,6 +914,8 @@ def test_a_cv_is_said_only_over_two_serving_brokers_or_more():
     assert LoadStats.of({}).cv_said() == "no CV: 0 serving brokers"
     assert LoadStats.of({"b1": 0.9}).cv_said() == "no CV: 1 serving broker"
     assert LoadStats.of({"b1": 0.9, "b2": 0.3}).cv_said() == "CV 0.50"
+    assert LoadStats.of({"b1": 0.9}).measured_cv is None  # its CV of 0 is no balance
+    assert LoadStats.of({"b1": 0.9, "b2": 0.3}).measured_cv == pytest.approx(0.5)
 
 
 def test_an_override_takes_every_veto_the_preview_showed_and_no_other():

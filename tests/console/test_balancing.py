@@ -248,6 +248,9 @@ def test_with_one_broker_serving_the_audit_and_decision_show_no_cv_of_zero(
     page = client.get(f"/decisions/{tick.pk}/").content.decode()
     assert "— (1 serving broker)" in page
     assert Decision.objects.get(pk=tick.pk).details["stats"]["before"]["serving"] == 1
+    # Nor does the dashboard's CV chart: the tick's sample has none (a gap, not a 0).
+    assert ClusterSample.objects.get(at=NOW + timedelta(seconds=30)).cv is None
+    assert client.get("/").context["cv_series"]["cv"][-1] is None
 
 
 def test_draining_the_last_active_broker_is_refused(cluster, operator):

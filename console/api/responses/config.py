@@ -91,8 +91,12 @@ class PointsOutput(SummaryOutput):
     """A summary and its points as chart columns, one entry per point."""
 
     at = serializers.ListField(child=serializers.CharField(), help_text="ISO 8601 UTC")
-    cv = serializers.ListField(child=serializers.FloatField(), help_text="std / mean")
-    maxOverMean = serializers.ListField(child=serializers.FloatField(), help_text="1.0: even")
+    cv = serializers.ListField(
+        child=serializers.FloatField(allow_null=True), help_text="std / mean; null: no load"
+    )
+    maxOverMean = serializers.ListField(
+        child=serializers.FloatField(allow_null=True), help_text="1.0: even; null: no load"
+    )
 
 
 class ReplayedOutput(PointsOutput):
