@@ -34,7 +34,7 @@ from balancer.registry import ENTRIES
 from console import selectors
 from console.access import actor_check
 from console.errors import ConsoleError
-from console.models import AuditEvent, Broker, Bundle, Decision, Namespace
+from console.models import AuditEvent, Broker, Bundle, Decision, Namespace, PulsarMove
 from console.selectors import bundle_rows
 from console.services.apply import plan_apply
 
@@ -247,6 +247,7 @@ def bundle_unload(
         "explanation": unload.explanation,
         "audit": event.pk if event else None,
         "decision": decision.pk,
+        "inFlight": event is not None and PulsarMove.objects.filter(audit=event).exists(),
     }
 
 
@@ -384,6 +385,20 @@ def bundle_unload_undo(
             f"the move was undone already (audit row {undone.pk})", status=409, field="audit"
         )
     row = _bundle(event.target)  # 404 when it no longer exists (split or merged since)
+    moving = (
+        PulsarMove.objects.filter(bundle=row.name, state__in=PulsarMove.IN_FLIGHT)
+        .order_by("-id")
+        .first()
+    )
+    if moving is not None:
+        raise ConsoleError(
+            f"{row.name} is still moving on Pulsar ({moving.state}: "
+            f"{moving.source} -> {moving.destination or 'placed by Pulsar'}): it can be undone "
+            "once Pulsar is seen doing it",
+            status=409,
+            field="audit",
+            reason="InFlight",
+        )
     owner = row.owner.name if row.owner else None
     if owner != event.destination:
         raise ConsoleError(

@@ -142,6 +142,7 @@ def test_an_operator_s_unload_to_a_destination_is_verified_in_the_audit(world, d
 def test_an_operator_s_undo_is_sent_to_pulsar_and_linked_to_the_move_it_reverses(
     world, django_user_model
 ):
+    from console.errors import ConsoleError
     from console.models import AuditEvent, Bundle, PulsarMove
     from console.services import bundle_unload
     from console.services.bundles import bundle_unload_undo
@@ -154,10 +155,18 @@ def test_an_operator_s_undo_is_sent_to_pulsar_and_linked_to_the_move_it_reverses
     row = Bundle.objects.select_related("owner", "namespace").exclude(owner=None).first()
     source = row.owner.name
     destination = next(b for b in cluster.broker_ids if b != source)
-    bundle_unload(row.name, actor=admin, destination=destination, force=True)
-    minute(cluster, clock)
-    minute(cluster, clock)
+    answer = bundle_unload(row.name, actor=admin, destination=destination, force=True)
+    assert answer["inFlight"] is True  # sent to Pulsar, not moved yet
     moved = AuditEvent.objects.get(action="unload", target=row.name)
+    # While it moves, its undo waits for it, saying so (not "moved on since").
+    with pytest.raises(ConsoleError) as moving:
+        bundle_unload_undo(moved.pk, actor=admin, force=True, now=datetime.now(UTC))
+    assert (moving.value.status, moving.value.extra["reason"]) == (409, "InFlight")
+    assert f"{row.name} is still moving on Pulsar (queued: {source} -> {destination})" in str(
+        moving.value
+    )
+    minute(cluster, clock)
+    minute(cluster, clock)
     assert Bundle.objects.get(pk=row.pk).owner.name == destination
 
     bundle_unload_undo(moved.pk, actor=admin, note="back", force=True, now=datetime.now(UTC))

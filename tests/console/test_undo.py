@@ -62,6 +62,7 @@ def test_an_undo_moves_the_bundle_back_through_the_vetoes_and_links_the_move(clu
         audit, actor=operator, force=True, overrides=preview["overrides"], note="wrong broker"
     )
     assert (undone["source"], undone["destination"]) == ("broker-2", "broker-1")
+    assert undone["inFlight"] is False  # no Pulsar attached: moved in the store, done
     assert Bundle.objects.get(namespace__name="acme/orders", lower=0).owner.name == "broker-1"
     back = AuditEvent.objects.get(pk=undone["audit"])
     assert back.reverses_id == audit

@@ -105,6 +105,10 @@ class UnloadOutput(serializers.Serializer):
     explanation = serializers.CharField()
     audit = serializers.IntegerField(allow_null=True)
     decision = serializers.IntegerField()
+    inFlight = serializers.BooleanField(
+        help_text="sent to an attached Pulsar cluster: the bundle is on its way, verified by "
+        "observing; false: moved in the metadata store"
+    )
 
 
 class UndoOutput(UnloadOutput):

@@ -16,6 +16,14 @@ const colourOf = (index) => index < PALETTE.length ? PALETTE[index]
   : `hsl(${Math.round((index * 137.508) % 360)}, 55%, 50%)`;
 const hex = (n) => `0x${n.toString(16).padStart(8, "0")}`;
 
+// Where an applied unload's bundle is now: on its destination, or (an attached Pulsar cluster in
+// control) on its way there, verified once Pulsar is seen doing it.
+function landed(answer) {
+  const to = answer.destination || "nobody (placed by the next lookup)";
+  if (!answer.inFlight) return `now on ${to}`;
+  return `sent to Pulsar, moving to ${answer.destination || "the broker Pulsar places it on"}; verified by observing`;
+}
+
 export function bundleMap(initial, isOperator) {
   const chart = document.getElementById("bundle-map");
   const viewSelect = document.getElementById("map-view");
@@ -513,7 +521,7 @@ export function bundleMap(initial, isOperator) {
         const answer = await post(url, body);
         result.textContent = answer.boundaries
           ? `Split ${answer.bundle} at ${answer.boundaries.join(", ")} into ${answer.children.length} bundles; they are placed by the next lookup or tick.`
-          : `${answer.reverses ? `Undid audit row #${answer.reverses}: moved` : "Unloaded"} ${answer.bundle} from ${answer.source}; now on ${answer.destination || "nobody (placed by the next lookup)"}${answer.forced ? `, overriding the veto: ${answer.explanation}` : `. ${answer.explanation}`}`;
+          : `${answer.reverses ? `Undid audit row #${answer.reverses}: moved` : "Unloaded"} ${answer.bundle} from ${answer.source}; ${landed(answer)}${answer.forced ? `, overriding the veto: ${answer.explanation}` : `. ${answer.explanation}`}`;
         ["unload-reason", "split-reason", "undo-reason"].forEach((id) => { document.getElementById(id).value = ""; });
         // Its last move is now this one: offered again once the bundle is seen on its new owner.
         document.getElementById("undo-form").hidden = true;
