@@ -698,16 +698,17 @@ _ENDPOINTS: list[dict[str, Any]] = []
 @api_view(["GET"])
 @permission_classes([IsUser])
 def api_root(request: Request) -> Response:
-    """``/api/``: every endpoint of the API from its OpenAPI schema (path, methods, summary),
-    with where its documentation is: ``/api/docs/`` (Swagger UI, served locally) and
-    ``/api/schema/`` (OpenAPI 3)."""
+    """``/api/``: every endpoint of the API from its OpenAPI schema (path, methods, summary: the
+    first paragraph of its description), with where its documentation is: ``/api/docs/``
+    (Swagger UI, served locally) and ``/api/schema/`` (OpenAPI 3)."""
     if not _ENDPOINTS:
         schema = SchemaGenerator().get_schema(request=None, public=True)
         found = []  # built whole, then kept: two first requests never leave half a list
         for path_, operations in sorted(schema["paths"].items()):
             methods = sorted(m.upper() for m in operations if m != "parameters")
             first: dict[str, Any] = next(iter(operations.values()), {})
-            summary = (first.get("description") or first.get("summary") or "").split("\n")[0]
+            said = first.get("description") or first.get("summary") or ""
+            summary = " ".join(said.split("\n\n")[0].split())  # its first paragraph, whole
             found.append({"path": path_, "methods": methods, "summary": summary})
         _ENDPOINTS[:] = found
     return Response({"docs": "/api/docs/", "schema": "/api/schema/", "endpoints": _ENDPOINTS})

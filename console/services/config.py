@@ -70,7 +70,8 @@ def config_changes_check(changes: dict[str, Any]) -> dict[str, Any]:
         errors = parameter_errors(parameters)
         if errors:
             key = sorted(errors)[0]
-            raise ConsoleError(f"{key}: {errors[key]}", field=f"parameters.{key}")
+            said = errors[key] if errors[key].startswith(key) else f"{key}: {errors[key]}"
+            raise ConsoleError(said, field=f"parameters.{key}")
     for flag in ("is_shedding_enabled", "is_auto_split_enabled"):
         if flag in out and not isinstance(out[flag], bool):
             raise ConsoleError(f"{flag} is true or false", field=flag)

@@ -36,7 +36,7 @@ def test_config_form_checks_each_parameter_against_its_range(db):
     bad = form(parameters='{"maxUnloadPercentage": 2, "loadBalancerSheddingIntervalMinutes": 1}')
     assert not bad.is_valid()
     assert bad.errors["parameters"] == [
-        "maxUnloadPercentage: maxUnloadPercentage must be at most 1 fraction"
+        "maxUnloadPercentage must be at most 1 fraction"  # the key named once
     ]
 
 

@@ -745,6 +745,10 @@ def test_api_root_lists_every_endpoint_and_the_docs_are_served_locally(operator_
     # Every route under api/ that the schema documents is listed (each once).
     assert len(paths) == len(root["endpoints"]) >= 30
     assert all(e["methods"] for e in root["endpoints"])
+    # Each summary is its description's first paragraph whole, not its first line cut short.
+    said = {e["path"]: e["summary"] for e in root["endpoints"]}
+    assert said["/api/"].startswith("``/api/``: every endpoint of the API from its OpenAPI")
+    assert said["/api/"].endswith("``/api/schema/`` (OpenAPI 3).")
     assert (root["docs"], root["schema"]) == ("/api/docs/", "/api/schema/")
     docs = operator_client.get("/api/docs/")
     assert docs.status_code == 200

@@ -72,6 +72,9 @@ def test_the_users_page_is_an_admin_s_and_names_the_field_at_fault(client, viewe
     page = client.get("/users/")
     assert page.status_code == 200
     assert 'data-user="root"' in page.content.decode()
+    # Its last login as every time of the console is written: date, time (the column says UTC).
+    when = User.objects.get(username="root").last_login  # set by the login above
+    assert f">{when:%Y-%m-%d %H:%M:%S}</time>" in page.content.decode()
     made = client.post("/users/", {"name": "pat", "role": "operator"})
     assert made.status_code == 200
     assert "pat is now operator." in made.content.decode()
