@@ -51,7 +51,13 @@ export function broker(name, initial, isOperator) {
     }, 2000);
   }
   if (isOperator) {
-    const open = stateDialog(result, () => location.reload());
+    // The page reloads with the broker's new state; what the change said is shown after it.
+    const open = stateDialog(result, (answer) => {
+      sessionStorage.setItem("fulcrum.brokerSaid", `${answer.broker} is now ${answer.state}.`);
+      location.reload();
+    });
+    const said = sessionStorage.getItem("fulcrum.brokerSaid");
+    if (said) { sessionStorage.removeItem("fulcrum.brokerSaid"); result.textContent = said; }
     document.querySelectorAll("button.drain, button.activate").forEach((button) =>
       button.addEventListener("click", () => open(name, button.classList.contains("drain") ? "drain" : "activate")));
   }

@@ -463,7 +463,8 @@ export function bundleMap(initial, isOperator) {
         const tbody = el("tbody");
         answer.children.forEach((c) => {
           const tr = el("tr");
-          [c.bundle.split("/").pop(), pct(c.fraction), fmtBytes(c.throughput), `${Math.round(c.msgRate)} msg/s`, c.topics]
+          // A break after the range's "_" (a zero-width space), not anywhere in a hash.
+          [c.bundle.split("/").pop().replace("_", "_\u200b"), pct(c.fraction), fmtBytes(c.throughput), `${Math.round(c.msgRate)} msg/s`, c.topics]
             .forEach((v) => tr.appendChild(el("td", {}, v)));
           tbody.appendChild(tr);
         });

@@ -70,8 +70,23 @@ const results = async (run, name, limit, newest) => {
   return body.rows;
 };
 const CHART = {displayModeBar: false, responsive: true};
-const layoutOf = (y, extra) => ({margin: {t: 10, r: 60, b: 40, l: 70}, xaxis: {type: "date", title: {text: "UTC"}, automargin: true},
-  yaxis: {title: {text: y}, rangemode: "tozero", automargin: true}, legend: {orientation: "h"}, ...(extra || {})});
+// Twenty colours (D3's category20), so that up to twenty lines (the 20 hottest brokers, the
+// namespaces) never share one, as Plotly's ten would from the eleventh.
+const COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+  "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2",
+  "#c7c7c7", "#dbdb8d", "#9edae5"];
+const HOUR_MS = 3600 * 1000;
+// An hourly axis with one hour in it spans that hour's neighbours, not Plotly's few milliseconds.
+const hourly = (xs) => {
+  const times = [...new Set(xs.map((x) => Date.parse(x)))];
+  return times.length === 1
+    ? {range: [new Date(times[0] - HOUR_MS).toISOString(), new Date(times[0] + HOUR_MS).toISOString()]} : {};
+};
+// The legend above the plot: below it, it covered the time axis's title and its date.
+const layoutOf = (y, extra, xs) => ({margin: {t: 40, r: 60, b: 40, l: 70}, colorway: COLOURS,
+  xaxis: {type: "date", title: {text: "UTC"}, automargin: true, ...hourly(xs || [])},
+  yaxis: {title: {text: y}, rangemode: "tozero", automargin: true},
+  legend: {orientation: "h", x: 0, y: 1.02, yanchor: "bottom"}, ...(extra || {})});
 
 async function reportCharts(run) {
   const [hours, minutes, hot, moves, namespaces] = await Promise.all([
@@ -89,7 +104,7 @@ async function reportCharts(run) {
   lines.push({x: moves.map((m) => m.at), y: moves.map(() => top), name: "moves", type: "scatter", mode: "markers",
     marker: {symbol: "triangle-down", size: 9, color: moves.map((m) => (m.helped ? "#59a14f" : m.helped === false ? "#e15759" : "#888"))},
     hovertext: moves.map((m) => `${m.bundle}: ${m.source} → ${m.destination}; ${gainOf(m)}`), hoverinfo: "text+x"});
-  Plotly.newPlot("load-chart", lines, layoutOf("CPU p95 %"), CHART);
+  Plotly.newPlot("load-chart", lines, layoutOf("CPU p95 %", {}, hours.map((r) => r.hour)), CHART);
   Plotly.newPlot("cv-chart", [
     {x: minutes.map((r) => r.minute), y: minutes.map((r) => r.cv), name: "CV", type: "scatter", mode: "lines"},
     {x: minutes.map((r) => r.minute), y: minutes.map((r) => r.max_over_mean), name: "max/mean", type: "scatter", mode: "lines", yaxis: "y2"}],
@@ -133,7 +148,7 @@ async function reportCharts(run) {
   namespaces.forEach((r) => { (byNamespace[r.namespace] = byNamespace[r.namespace] || []).push(r); });
   Plotly.newPlot("namespace-chart", Object.keys(byNamespace).sort().map((n) => ({x: byNamespace[n].map((r) => r.hour),
     y: byNamespace[n].map((r) => r.throughput_mean), name: n, type: "scatter", mode: "lines+markers", stackgroup: "one"})),
-    layoutOf("throughput (bytes/s)"), CHART);
+    layoutOf("throughput (bytes/s)", {}, namespaces.map((r) => r.hour)), CHART);
 }
 
 async function advisorRanking(run, isOperator) {
