@@ -108,6 +108,12 @@ export function config(state, entries, isOperator) {
   function versions() {
     const body = document.querySelector("#versions tbody");
     body.innerHTML = "";
+    if (!state.versions.length) {
+      const tr = el("tr");
+      tr.appendChild(el("td", {colspan: "6", class: "muted"},
+        "No saved version yet: the config above is as it was set up. Each save is kept here with what it changed, and can be rolled back to."));
+      body.appendChild(tr);
+    }
     state.versions.forEach((v, i) => {
       const tr = el("tr", {"data-version": v.id});
       tr.appendChild(el("td", {}, `${v.id}${i === 0 ? " (current)" : ""}`));

@@ -26,15 +26,19 @@ async function evidence() {
     document.getElementById("evidence-span").textContent =
       `${answer.samples} snapshots, ${utc(answer.from)} – ${utc(answer.to)} (` +
       (answer.hours < 1 ? `${Math.round(answer.hours * 60)} min)` : `${answer.hours.toFixed(1)} h)`);
-    document.getElementById("evidence-compare").hidden = false;
-    document.getElementById("evidence-chart").hidden = false;
-    replayCompare(document.querySelector("#evidence-compare tbody"), "evidence-chart", [
-      [`observed (${who})`, answer.observed, "#888"],
-      ["Fulcrum replayed", answer.fulcrum, "#4e79a7"],
-    ]);
     const o = answer.observed.maxOverMeanMedian, f = answer.fulcrum.maxOverMeanMedian;
+    // Nothing to compare (no load in the window's snapshots yet): no table of dashes, no chart.
+    const compared = o !== null && f !== null;
+    document.getElementById("evidence-compare").hidden = !compared;
+    document.getElementById("evidence-chart").hidden = !compared;
+    if (compared) {
+      replayCompare(document.querySelector("#evidence-compare tbody"), "evidence-chart", [
+        [`observed (${who})`, answer.observed, "#888"],
+        ["Fulcrum replayed", answer.fulcrum, "#4e79a7"],
+      ]);
+    }
     say.className = "";
-    say.textContent = (o === null || f === null) ? "Not enough load recorded to compare." :
+    say.textContent = !compared ? `Not enough load recorded over the last ${answer.window} to compare yet.` :
       `Over the last ${answer.window}: median max / mean ${o.toFixed(2)} observed, ${f.toFixed(2)} with Fulcrum's plans — ` +
       `${plural(answer.observed.moves, "move")} observed, ${plural(answer.fulcrum.moves, "move")} planned by the replay.`;
   } catch (err) { say.className = "result error"; say.textContent = `No comparison yet: ${err.message}`; }
