@@ -1,13 +1,15 @@
 """make test's scheduler (tests/conftest.py) driven as pytest-xdist's controller drives it: the
 serial group goes first to one worker whatever its size, WHOLE_FILES stay whole, and the file
 that starts the PostgreSQL pass appears once every test has run but the serial ones and the few
-queued behind them, not before (scripts/test-passes)."""
+queued behind them, not before (scripts/test-passes); and each worker's Redis database."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tests.conftest import SERIAL_FILES, WHOLE_FILES, serial_group_scheduling
+import pytest
+
+from tests.conftest import SERIAL_FILES, WHOLE_FILES, serial_group_scheduling, worker_redis_url
 
 SERIAL = sorted(SERIAL_FILES)[:2]
 (WHOLE,) = WHOLE_FILES
@@ -117,3 +119,14 @@ def test_one_worker_runs_every_test_the_serial_ones_first(tmp_path):
     serial = [i for i, nodeid in enumerate(collection) if _serial(nodeid)]
     assert ran[: len(serial)] == serial
     assert done.exists()
+
+
+def test_each_worker_has_its_redis_database_up_to_the_server_s_count(monkeypatch):
+    """Worker gwN takes the URL's database plus N; beyond the server's databases (16, or what
+    make test started it with: FULCRUM_TEST_REDIS_DATABASES) it is refused, saying why."""
+    monkeypatch.delenv("FULCRUM_TEST_REDIS_DATABASES", raising=False)
+    assert worker_redis_url("redis://127.0.0.1:6391/4", "gw3") == "redis://127.0.0.1:6391/7"
+    with pytest.raises(ValueError, match="no Redis database 16 for xdist worker gw12"):
+        worker_redis_url("redis://127.0.0.1:6391/4", "gw12")
+    monkeypatch.setenv("FULCRUM_TEST_REDIS_DATABASES", "24")
+    assert worker_redis_url("redis://127.0.0.1:6391/12", "gw11") == "redis://127.0.0.1:6391/23"
