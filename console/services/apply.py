@@ -83,6 +83,7 @@ def plan_apply(
     refuse_stale: bool,
     note: str = "",
     reverses: AuditEvent | None = None,
+    leave_moving: bool = False,
 ) -> Decision:
     """Apply ``plan`` in one transaction and record it: ``balancer.cycle.apply_plan`` with the
     metadata store as its sink (``StoreSink``), or, attached to a Pulsar cluster in control, the
@@ -99,6 +100,9 @@ def plan_apply(
             placement that follows it are skipped and listed in the decision as stale.
         note: the operator's own reason, recorded first in every audit row of the plan.
         reverses: the unload an operator's undo reverses, linked from the plan's unload.
+        leave_moving: (a drain) a bundle whose move is still in flight on Pulsar is left to
+            that move and the ticks after it, listed in the decision, instead of refusing the
+            whole plan: the tick moves whatever is still on a draining broker.
 
     Raises:
         ConsoleError: 409 for a stale plan when ``refuse_stale``; 409 for an operator's plan
@@ -119,7 +123,7 @@ def plan_apply(
                 loadstore.ownership_changing()
             sink = StoreSink(plan, now)
         else:
-            sink = PulsarSink(plan, now, connection)
+            sink = PulsarSink(plan, now, connection, leave_moving=leave_moving)
         applied = _apply(plan, sink, refuse_stale)
         decision = _decision(plan, now, kind)
         events = [_audit(plan, decision, now, actor, change) for change in applied.changes]
@@ -281,12 +285,21 @@ class PulsarSink(StoreSink):
     left to Pulsar (its next lookup assigns it), and so is a lost broker's unload (its
     ownership ends with its session); broker states are Fulcrum's own, set as in the store."""
 
-    def __init__(self, plan: CyclePlan, now: datetime, connection: PulsarConnection) -> None:
+    def __init__(
+        self,
+        plan: CyclePlan,
+        now: datetime,
+        connection: PulsarConnection,
+        *,
+        leave_moving: bool = False,
+    ) -> None:
         super().__init__(plan, now)
         self.busy = dict(
             connection.moves.filter(state__in=PulsarMove.IN_FLIGHT).values_list("bundle", "pk")
         )
         self.connection = connection
+        self.leave_moving = leave_moving
+        self.moving: list[str] = []  # bundles left to the move in flight (``leave_moving``)
         self.lost: list[str] = []
         self.left: list[str] = []
         self.moves: list[tuple[PulsarMove, AuditEvent]] = []
@@ -332,6 +345,12 @@ class PulsarSink(StoreSink):
                 "bundles": self.left,
                 "reason": "unowned: Pulsar assigns a bundle at the next lookup of its topics",
             },
+            "leftToMovesInFlight": self.moving
+            and {
+                "bundles": self.moving,
+                "reason": "a move of it is in flight on Pulsar: the ticks move it off a "
+                "draining broker once that move is verified",
+            },
         }
 
     def unload(self, action: UnloadAction) -> Verdict:
@@ -359,6 +378,9 @@ class PulsarSink(StoreSink):
         if row is None or owner is None or owner != action.source:
             return _stale(action, row)
         if action.target in self.busy:
+            if self.leave_moving and isinstance(action, UnloadAction):
+                self.moving.append(action.target)
+                return LEFT
             return Refused(
                 f"{action.target}: move {self.busy[action.target]} of this bundle is still in "
                 "flight on Pulsar (one at a time)",

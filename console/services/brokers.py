@@ -48,7 +48,14 @@ def broker_state_set(
         first = plan.vetoed[0]
         raise ConsoleError(first.explanation, status=409, field="broker", veto=str(first.veto))
     plan_apply(
-        plan, now=now, actor=actor, kind=Decision.Kind.OPERATOR, refuse_stale=True, note=note
+        plan,
+        now=now,
+        actor=actor,
+        kind=Decision.Kind.OPERATOR,
+        refuse_stale=True,
+        note=note,
+        # A bundle of it moving already goes with that move; the ticks finish the drain.
+        leave_moving=state == Broker.State.DRAINING,
     )
     broker.refresh_from_db()
     return broker

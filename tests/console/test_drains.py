@@ -136,3 +136,40 @@ def test_a_rolling_restart_drains_three_brokers_two_seconds_apart(pulsar_world, 
         f"when sent, {len(landed)} landed after their broker's drain began (sent before it), "
         f"drained after {', '.join(f'{t:.0f} s' for t in took.values())}"
     )
+
+
+def test_a_drain_leaves_a_bundle_already_moving_to_its_move(pulsar_world, operator):
+    """A bundle of the broker is on its way elsewhere (a tick's or an operator's move, sent or
+    queued): draining the broker is not refused for it (the refusal of the whole drain made an
+    operator retry until no move of its bundles was in flight). The drain goes ahead without
+    it, says so in its decision, and the broker ends drained once that move and the ticks are
+    done."""
+    from console.models import Broker, Bundle, Decision, PulsarMove
+    from console.services import bundle_unload, shedding_tick_run
+    from console.services.brokers import broker_state_set
+    from console.services.pulsar import pulsar_sync_run
+
+    build, clock = pulsar_world
+    cluster, _ = build(pulsar_version="3.3.2")
+    broker, elsewhere = cluster.broker_ids[0], cluster.broker_ids[1]
+    rows = list(Bundle.objects.filter(owner__name=broker).order_by("id"))
+    assert len(rows) >= 2
+    moving = rows[0].name
+    bundle_unload(moving, actor=operator, destination=elsewhere, force=True)
+    assert PulsarMove.objects.filter(bundle=moving, state__in=PulsarMove.IN_FLIGHT).exists()
+
+    assert broker_state_set(broker, "draining", actor=operator).state == "draining"
+    drain = Decision.objects.filter(kind="operator").latest("id")
+    assert drain.details["leftToMovesInFlight"]["bundles"] == [moving]
+    queued = PulsarMove.objects.filter(state__in=PulsarMove.IN_FLIGHT, source=broker)
+    assert {m.bundle for m in queued} == {r.name for r in rows}  # one move each, never two
+    for _ in range(30):
+        clock.shift(10)
+        cluster.step(time.time())
+        pulsar_sync_run()
+        shedding_tick_run()
+        if Broker.objects.get(name=broker).state == "drained":
+            break
+    assert Broker.objects.get(name=broker).state == "drained"
+    assert cluster.owners[moving] == elsewhere
+    assert not Bundle.objects.filter(owner__name=broker).exists()
