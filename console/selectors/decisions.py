@@ -68,6 +68,13 @@ def decision_explained(decision: Decision) -> dict[str, Any]:
             if isinstance(entry, dict)
         ],
         "stale": details.get("stale", []),
+        # Planned but not sent: left to Pulsar or to a move already in flight, in words.
+        "left": [
+            {"reason": entry["reason"], "bundles": list(entry.get("bundles", []))}
+            for key in ("leftToMovesInFlight", "leftToPulsar", "lostLeftToPulsar")
+            if isinstance(entry := details.get(key), dict) and entry.get("reason")
+        ],
+        "waiting": [w for w in details.get("waiting", []) if isinstance(w, dict)],
         "lost": details.get("lost", []),
         "pending": details.get("pending", []),
         "error": details.get("error"),

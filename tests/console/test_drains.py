@@ -161,6 +161,17 @@ def test_a_drain_leaves_a_bundle_already_moving_to_its_move(pulsar_world, operat
     assert broker_state_set(broker, "draining", actor=operator).state == "draining"
     drain = Decision.objects.filter(kind="operator").latest("id")
     assert drain.details["leftToMovesInFlight"]["bundles"] == [moving]
+    # Its page says so, with the bundle.
+    from django.test import Client
+
+    client = Client()
+    client.force_login(operator)
+    page = client.get(f"/decisions/{drain.pk}/").content.decode()
+    assert "Planned, not sent" in page
+    assert (
+        f"a move of it is in flight on Pulsar: the ticks move it off a draining broker once "
+        f"that move is verified: <code>{moving}</code>" in page
+    )
     queued = PulsarMove.objects.filter(state__in=PulsarMove.IN_FLIGHT, source=broker)
     assert {m.bundle for m in queued} == {r.name for r in rows}  # one move each, never two
     for _ in range(30):
