@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
+from django.http import Http404
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -385,10 +387,23 @@ CELERY_BEAT_SCHEDULE["pulsar-sync"] = {
     "options": {"expires": FULCRUM_PULSAR_OBSERVE_S},
 }
 
+
+def _refusal_said(record: logging.LogRecord) -> bool:
+    """A 403 or 404 (a viewer on an admin's page, an unknown path) is one line in the log,
+    Django's "Forbidden (Permission denied): /users/", not that line and a traceback."""
+    if record.exc_info and isinstance(record.exc_info[1], PermissionDenied | Http404):
+        record.exc_info = None
+        record.exc_text = None
+    return True
+
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {
+        "refusal_said": {"()": "django.utils.log.CallbackFilter", "callback": _refusal_said}
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["refusal_said"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("FULCRUM_LOG_LEVEL", "INFO")},
     "loggers": {
         "django.channels.server": {"level": "WARNING"},

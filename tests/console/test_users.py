@@ -86,3 +86,31 @@ def test_the_users_page_is_an_admin_s_and_names_the_field_at_fault(client, viewe
     assert 'name="password" type="password"' in body
     assert 'class="invalid" aria-invalid="true"' in body
     assert role_of(User.objects.get(username="pat")) == "operator"  # nothing written
+
+
+def test_a_refusal_is_one_line_in_the_log_and_an_error_keeps_its_traceback():
+    """The console handler's filter: Django logs a 403 or 404 with its exception; the line says
+    enough, the traceback is noise in an operator's log (an error of ours keeps its own)."""
+    import logging
+    import sys
+
+    from django.core.exceptions import PermissionDenied
+    from django.http import Http404
+
+    from console.settings import _refusal_said
+
+    def logged(error: Exception) -> logging.LogRecord:
+        try:
+            raise error
+        except Exception:
+            return logging.LogRecord(
+                "django.request", logging.WARNING, __file__, 1, "Forbidden", None, sys.exc_info()
+            )
+
+    for refusal in (PermissionDenied("the users page is an admin's"), Http404("no such page")):
+        record = logged(refusal)
+        assert _refusal_said(record)
+        assert record.exc_info is None
+    error = logged(ValueError("a bug"))
+    assert _refusal_said(error)
+    assert error.exc_info is not None
