@@ -44,6 +44,7 @@ cycle, Fulcrum's cool-down, blacklist and hourly limit.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -120,6 +121,19 @@ class _Move:
     after: tuple[float, float]
 
 
+def reports_remembered(kept: Mapping[str, Any], planned: Mapping[str, Any]) -> dict[str, Any]:
+    """The cycle's memory ``kept`` (strategy name -> state) with this shedder's memory of the
+    brokers' reports taken from ``planned`` (a plan's ``state``), the rest as kept: for a plan
+    recorded but not carried out (observe-only), whose moves never happened but whose reports
+    did. Without it, each report would be compared with the last one remembered when a plan was
+    last carried out, and a broker whose load moved since held back every cycle."""
+    mine = planned.get(NAME)
+    if not isinstance(mine, Mapping) or "seen" not in mine:
+        return dict(kept)
+    before = kept.get(NAME)
+    return {**kept, NAME: {**(before if isinstance(before, Mapping) else {}), "seen": mine["seen"]}}
+
+
 def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> SheddingDecision:
     """Fulcrum's unloads for this cycle, each with its destination and predicted gain (the
     ``predictedGain`` metric: the fraction by which the move lowers the higher usage of its two
@@ -148,7 +162,8 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
     last = state.get("seen")
     reported = LoadModel.of(snapshot, serving, pulsar.weights)
     model, seen = reported.against_last(last if isinstance(last, dict) else {})
-    held = {q.broker for q in model.quarantined[len(reported.quarantined) :]}
+    held_back = model.quarantined[len(reported.quarantined) :]
+    held = {q.broker for q in held_back}
     usage = model.usage()
     background = model.background_usage()
     stats: dict[str, Any] = {
@@ -165,16 +180,15 @@ def shed(snapshot: ClusterSnapshot, config: Any, state: dict[str, Any]) -> Shedd
     stats["budget"] = budget
     stats["quarantined"] = [q.as_dict() for q in model.quarantined]
     # A reading that cannot be true is named with the decision, and not obeyed.
-    skipped = [
+    skipped = [Skip("broker", q.broker, Reason.IMPLAUSIBLE, q.reason) for q in reported.quarantined]
+    skipped += [
         Skip(
             "broker",
             q.broker,
             Reason.IMPLAUSIBLE,
-            f"{q.reason}; no bundle moves to or from it until then"
-            if q.broker in held
-            else q.reason,
+            f"{q.reason}; no bundle moves to or from it until then",
         )
-        for q in model.quarantined
+        for q in held_back
     ]
     if budget <= 0:
         skipped.append(Skip("broker", "*", Reason.RATE_LIMITED, f"{recent} moves in the last hour"))
@@ -569,15 +583,20 @@ class _Search:
         )
 
     def why_nothing(self, usage: np.ndarray) -> list[Skip]:
-        """Why the hottest broker keeps its load: pinned by its background, every bundle in
-        cool-down, or no move gains the minimum."""
+        """Why the hottest broker keeps its load: its reading held back, pinned by its
+        background, every bundle in cool-down, or no move gains the minimum."""
         hottest = int(np.argmax(usage))
         name = self.model.names[hottest]
         background = float(self.model.background_usage()[hottest])
         mean = float(usage.mean())
         if usage[hottest] - mean < self.pulsar.fulcrum_min_gain_fraction:
             return []
-        if background >= mean:
+        if hottest in self.held:  # its figures are in doubt: say that before what they say
+            detail = (
+                "its reading is held back for a report (ImplausibleReading): no bundle moves "
+                "to or from it until the next"
+            )
+        elif background >= mean:
             detail = (
                 f"pinned by its own background: {explain.percent(background)} of its "
                 f"{explain.percent(float(usage[hottest]))} is not its bundles' (mean "

@@ -355,8 +355,9 @@ def bundle_unload_undo(
     Raises:
         ConsoleError: 404 an unknown audit row; 400 a row that is not an unload to a broker;
             409 the move is older than ``FULCRUM_UNDO_WINDOW_S``, was undone already, the
-            bundle no longer exists or has moved on since, the broker it left is gone,
-            draining or drained, or what ``bundle_unload`` refuses.
+            bundle no longer exists, is still moving on Pulsar (``InFlight``) or has moved on
+            since, the broker it left is gone, draining or drained, or what ``bundle_unload``
+            refuses.
     """
     actor_check(actor)
     now = now or timezone.now()
@@ -391,10 +392,14 @@ def bundle_unload_undo(
         .first()
     )
     if moving is not None:
+        when = (
+            "it can be undone once Pulsar is seen doing it"
+            if moving.audit_id == event.pk
+            else "a later move than this one: only its latest move can be undone, once verified"
+        )
         raise ConsoleError(
             f"{row.name} is still moving on Pulsar ({moving.state}: "
-            f"{moving.source} -> {moving.destination or 'placed by Pulsar'}): it can be undone "
-            "once Pulsar is seen doing it",
+            f"{moving.source} -> {moving.destination or 'placed by Pulsar'}): {when}",
             status=409,
             field="audit",
             reason="InFlight",

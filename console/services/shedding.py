@@ -21,6 +21,7 @@ from balancer.config import PulsarConfig
 from balancer.cycle import CyclePlan, LoadStats, plan_cycle
 from balancer.errors import BalancerError
 from balancer.load import ResourceWeights
+from balancer.shedding.fulcrum import reports_remembered
 from balancer.simulator.replay import owner_changes
 from balancer.snapshot import ClusterSnapshot
 from balancer.wire import snapshot_document
@@ -209,10 +210,12 @@ def shedding_tick_run(
             )
             _metrics_record(snapshot, plan, cycle.pulsar.weights, now, time.monotonic() - started)
             if "notSent" not in decision.details:
-                # A plan recorded but not sent to Pulsar leaves the strategies' memory (hit
-                # counts, budgets) as it was: nothing happened.
                 config.state = plan.state
-                config.save(update_fields=["state"])
+            else:
+                # A plan recorded but not sent to Pulsar leaves the strategies' memory (hit
+                # counts, budgets) as it was: nothing happened. What the brokers reported did.
+                config.state = reports_remembered(config.state or {}, plan.state)
+            config.save(update_fields=["state"])
             realtime.publish(
                 realtime.CV_SAMPLED,
                 {

@@ -171,3 +171,29 @@ def test_no_bundle_moves_to_or_from_a_broker_whose_reading_is_held_back():
     assert fallen.unloads
     assert all("b3" not in (u.source, u.destination) for u in fallen.unloads)
     assert {u.source for u in fallen.unloads} == {"b1"}
+    # Nothing else to move: why the hottest (held) broker keeps its load says so.
+    calm = shed(_three(cpu1=20.0), PULSAR, believed.state)
+    assert not calm.unloads
+    [why] = [s for s in calm.skipped if s.reason == Reason.BALANCED]
+    assert (why.name, why.detail) == (
+        "b3",
+        "its reading is held back for a report (ImplausibleReading): no bundle moves to or from "
+        "it until the next",
+    )
+
+
+def test_a_plan_not_carried_out_still_remembers_the_reports():
+    """Observe-only: the plan's moves never happen, its reports did. Only the shedder's memory
+    of the reports is taken from the plan; the rest of the memory stays as it was."""
+    from balancer.shedding.fulcrum import NAME, reports_remembered
+
+    kept = {NAME: {"left": {"t/ns/b": [["b1", 1.0]]}, "seen": {"b1": "old"}}, "other": {"n": 1}}
+    planned = {NAME: {"left": {"t/ns/b": [["b2", 2.0]]}, "seen": {"b1": "new"}}, "other": {"n": 2}}
+    assert reports_remembered(kept, planned) == {
+        NAME: {"left": {"t/ns/b": [["b1", 1.0]]}, "seen": {"b1": "new"}},
+        "other": {"n": 1},
+    }
+    assert reports_remembered({}, planned) == {NAME: {"seen": {"b1": "new"}}}
+    assert reports_remembered({NAME: "odd"}, planned) == {NAME: {"seen": {"b1": "new"}}}
+    assert reports_remembered(kept, {"other": {}}) == kept  # another shedder's plan
+    assert reports_remembered(kept, {NAME: {"left": {}}}) == kept  # no reports remembered

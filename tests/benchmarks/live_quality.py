@@ -108,10 +108,10 @@ def live(minutes: float, warm_up: float) -> dict[str, object]:
                     )
                 last_minute = _trace_minute(log)
                 with sqlite3.connect(stack.database) as db:
-                    cvs = [
+                    cvs = [  # none while fewer than two brokers serve (the stack's start)
                         float(cv)
                         for (cv,) in db.execute(
-                            "select cv from console_clustersample order by at"
+                            "select cv from console_clustersample where cv is not null order by at"
                         ).fetchall()
                     ]
                     moves = db.execute(

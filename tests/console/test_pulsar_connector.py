@@ -440,10 +440,20 @@ def test_attached_to_pulsar_the_balancer_records_its_plans_and_applies_none(clus
     from console.models import PulsarConnection
 
     PulsarConnection.objects.create(name="c1", admin_url="http://broker-1:8080", is_attached=True)
+    from console.selectors import balancer_config_get
+
+    config = balancer_config_get()
+    config.shedder = "FulcrumShedder"
+    config.save()
     decision = shedding_tick_run()
     assert decision is not None
     assert decision.summary.startswith("observe-only")
     assert decision.details["notSent"].startswith("observe-only: Fulcrum observes")
+    # The shedder remembers the reports (the next are compared with them), not moves it did
+    # not make.
+    memory = balancer_config_get().state["FulcrumShedder"]
+    assert set(memory["seen"]) == set(brokers)
+    assert not memory.get("left")
     assert set(Bundle.objects.values_list("owner__name", flat=True)) == {"broker-1"}
     assert not AuditEvent.objects.filter(action="unload").exists()
     with pytest.raises(ConsoleError) as refused:

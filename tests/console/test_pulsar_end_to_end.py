@@ -162,8 +162,9 @@ def test_an_operator_s_undo_is_sent_to_pulsar_and_linked_to_the_move_it_reverses
     with pytest.raises(ConsoleError) as moving:
         bundle_unload_undo(moved.pk, actor=admin, force=True, now=datetime.now(UTC))
     assert (moving.value.status, moving.value.extra["reason"]) == (409, "InFlight")
-    assert f"{row.name} is still moving on Pulsar (queued: {source} -> {destination})" in str(
-        moving.value
+    assert str(moving.value) == (
+        f"{row.name} is still moving on Pulsar (queued: {source} -> {destination}): it can be "
+        "undone once Pulsar is seen doing it"
     )
     minute(cluster, clock)
     minute(cluster, clock)
@@ -181,3 +182,31 @@ def test_an_operator_s_undo_is_sent_to_pulsar_and_linked_to_the_move_it_reverses
     assert (queued.state, queued.outcome) == ("done", "as-planned")
     assert cluster.owners[row.name] == source
     assert Bundle.objects.get(pk=row.pk).owner.name == source
+
+
+def test_an_undo_of_a_move_with_a_later_one_in_flight_says_only_the_latest_can_be(
+    world, django_user_model
+):
+    from console.errors import ConsoleError
+    from console.models import AuditEvent, Bundle
+    from console.services import bundle_unload
+    from console.services.bundles import bundle_unload_undo
+    from console.services.control import control_take
+
+    cluster, connection, clock = world
+    minute(cluster, clock)
+    admin = django_user_model.objects.create_superuser("root", password="s3cret-pass")
+    control_take(connection.pk, actor=admin, confirm=True, now=datetime.now(UTC))
+    row = Bundle.objects.select_related("owner", "namespace").exclude(owner=None).first()
+    first, second = [b for b in cluster.broker_ids if b != row.owner.name][:2]
+    bundle_unload(row.name, actor=admin, destination=first, force=True)
+    minute(cluster, clock)
+    minute(cluster, clock)
+    moved = AuditEvent.objects.get(action="unload", target=row.name)
+    bundle_unload(row.name, actor=admin, destination=second, force=True)  # in flight now
+    with pytest.raises(ConsoleError) as later:
+        bundle_unload_undo(moved.pk, actor=admin, force=True, now=datetime.now(UTC))
+    assert str(later.value) == (
+        f"{row.name} is still moving on Pulsar (queued: {first} -> {second}): a later move "
+        "than this one: only its latest move can be undone, once verified"
+    )
