@@ -113,9 +113,10 @@ def test_shedding_cycles_run_through_the_connector_and_every_move_is_verified(
     assert Decision.objects.filter(kind="shed").exists()
 
 
-def test_an_operator_s_unload_to_a_destination_is_verified_in_the_audit(world, django_user_model):
-    from console.models import AuditEvent, Bundle, PulsarMove
-    from console.services import bundle_unload
+def in_control(world, django_user_model):
+    """One trace minute observed, control taken by an admin: (cluster, clock, the admin, an
+    owned bundle's row)."""
+    from console.models import Bundle
     from console.services.control import control_take
 
     cluster, connection, clock = world
@@ -123,6 +124,14 @@ def test_an_operator_s_unload_to_a_destination_is_verified_in_the_audit(world, d
     admin = django_user_model.objects.create_superuser("root", password="s3cret-pass")
     control_take(connection.pk, actor=admin, confirm=True, now=datetime.now(UTC))
     row = Bundle.objects.select_related("owner", "namespace").exclude(owner=None).first()
+    return cluster, clock, admin, row
+
+
+def test_an_operator_s_unload_to_a_destination_is_verified_in_the_audit(world, django_user_model):
+    from console.models import AuditEvent, Bundle, PulsarMove
+    from console.services import bundle_unload
+
+    cluster, clock, admin, row = in_control(world, django_user_model)
     destination = next(b for b in cluster.broker_ids if b != row.owner.name)
     bundle_unload(row.name, actor=admin, destination=destination, note="e2e", force=True)
     minute(cluster, clock)  # sent: unowned on the cluster, the leader keeps the destination
@@ -146,13 +155,8 @@ def test_an_operator_s_undo_is_sent_to_pulsar_and_linked_to_the_move_it_reverses
     from console.models import AuditEvent, Bundle, PulsarMove
     from console.services import bundle_unload
     from console.services.bundles import bundle_unload_undo
-    from console.services.control import control_take
 
-    cluster, connection, clock = world
-    minute(cluster, clock)
-    admin = django_user_model.objects.create_superuser("root", password="s3cret-pass")
-    control_take(connection.pk, actor=admin, confirm=True, now=datetime.now(UTC))
-    row = Bundle.objects.select_related("owner", "namespace").exclude(owner=None).first()
+    cluster, clock, admin, row = in_control(world, django_user_model)
     source = row.owner.name
     destination = next(b for b in cluster.broker_ids if b != source)
     answer = bundle_unload(row.name, actor=admin, destination=destination, force=True)
@@ -188,16 +192,11 @@ def test_an_undo_of_a_move_with_a_later_one_in_flight_says_only_the_latest_can_b
     world, django_user_model
 ):
     from console.errors import ConsoleError
-    from console.models import AuditEvent, Bundle
+    from console.models import AuditEvent
     from console.services import bundle_unload
     from console.services.bundles import bundle_unload_undo
-    from console.services.control import control_take
 
-    cluster, connection, clock = world
-    minute(cluster, clock)
-    admin = django_user_model.objects.create_superuser("root", password="s3cret-pass")
-    control_take(connection.pk, actor=admin, confirm=True, now=datetime.now(UTC))
-    row = Bundle.objects.select_related("owner", "namespace").exclude(owner=None).first()
+    cluster, clock, admin, row = in_control(world, django_user_model)
     first, second = [b for b in cluster.broker_ids if b != row.owner.name][:2]
     bundle_unload(row.name, actor=admin, destination=first, force=True)
     minute(cluster, clock)

@@ -483,7 +483,10 @@ class ClusterState:
             self.owners,
             self.recently_unloaded,
             self.sim_now,
-            lambda bundle, broker: self._own(bundle, broker, cause),
+            # The sink sets the owner; the cluster records the assignment.
+            lambda bundle, broker: self.assignments.append(
+                Assignment(self.minute, bundle, broker, cause)
+            ),
             shedder=shedder,
             transfer=self.extensible,
         )
