@@ -11,6 +11,7 @@ operator's plan is refused whole with 409, the tick's stale actions are skipped 
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -217,6 +218,11 @@ class StoreSink:
         drained."""
         return {"waiting": self.waiting}
 
+    def leaving(self, broker: str) -> int:
+        """Moves off ``broker`` this plan queued so far and has not yet stored: none here (the
+        store's moves are done as they are accepted)."""
+        return 0
+
     def unload(self, action: UnloadAction) -> Verdict:
         """Unowned, with ``last_unloaded_at`` now, if ``action.source`` still owns it."""
         row = self.rows.get(action.target)
@@ -259,7 +265,7 @@ class StoreSink:
         ``waiting`` (not stale: a tick says it again once it is true)."""
         broker = self.brokers.get(action.target)
         if broker is not None and action.state == Broker.State.DRAINED:
-            left = drain_left(broker)
+            left = drain_left(broker, self.leaving(broker.name))
             if left:
                 self.waiting.append({"broker": broker.name, "reason": left})
                 return LEFT
@@ -303,6 +309,7 @@ class PulsarSink(StoreSink):
         self.lost: list[str] = []
         self.left: list[str] = []
         self.moves: list[tuple[PulsarMove, AuditEvent]] = []
+        self.accepted: Counter[str] = Counter()  # source -> its unloads accepted in this plan
 
     def said(self, change: Change, event: AuditEvent) -> None:
         """A move or a split becomes the ``PulsarMove`` the executor sends, and its audit row
@@ -359,7 +366,10 @@ class PulsarSink(StoreSink):
             # A broker whose report Fulcrum could not read may be well: no unload.
             self.lost.append(action.target)
             return LEFT
-        return self._owned(action)
+        verdict = self._owned(action)
+        if verdict is None and action.source:
+            self.accepted[action.source] += 1
+        return verdict
 
     def place(self, action: PlaceAction, unload: UnloadAction | None) -> Verdict:
         """Accepted with its unload (one move); a bundle nobody owned is left to Pulsar."""
@@ -371,6 +381,11 @@ class PulsarSink(StoreSink):
     def split(self, action: SplitAction) -> Verdict:
         """Accepted: the cuts Fulcrum planned are sent as they are."""
         return self._owned(action)
+
+    def leaving(self, broker: str) -> int:
+        """Moves off ``broker`` this plan accepted: queued with its audit rows (``record``),
+        after the walk that asks."""
+        return self.accepted[broker]
 
     def _owned(self, action: UnloadAction | SplitAction) -> Verdict:
         row = self.rows.get(action.target)
@@ -421,14 +436,15 @@ def _audit(
     )
 
 
-def drain_left(broker: Broker) -> str:
+def drain_left(broker: Broker, queuing: int = 0) -> str:
     """What keeps ``broker`` from being drained, in words ("" when nothing): the bundles it
-    still owns, and the moves from or to it queued or in flight on Pulsar."""
+    still owns, and the moves from or to it queued or in flight on Pulsar, with ``queuing``
+    moves off it that the plan being applied queues."""
     owned = Bundle.objects.filter(owner=broker).count()
     moving = PulsarMove.objects.filter(state__in=PulsarMove.IN_FLIGHT).filter(
         Q(source=broker.name) | Q(destination=broker.name)
     )
-    queued = moving.filter(state=PulsarMove.State.QUEUED).count()
+    queued = moving.filter(state=PulsarMove.State.QUEUED).count() + queuing
     flying = moving.exclude(state=PulsarMove.State.QUEUED).count()
     if not (owned or queued or flying):
         return ""

@@ -161,6 +161,14 @@ def test_a_drain_leaves_a_bundle_already_moving_to_its_move(pulsar_world, operat
     assert broker_state_set(broker, "draining", actor=operator).state == "draining"
     drain = Decision.objects.filter(kind="operator").latest("id")
     assert drain.details["leftToMovesInFlight"]["bundles"] == [moving]
+    # Not drained yet, counting the moves this drain queues (not only those queued before it).
+    assert drain.details["waiting"] == [
+        {
+            "broker": broker,
+            "reason": f"{broker} stays draining: {len(rows)} bundle(s) still on it, "
+            f"{len(rows)} move(s) queued and 0 in flight on Pulsar",
+        }
+    ]
     # Its page says so, with the bundle.
     from django.test import Client
 
