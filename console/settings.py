@@ -390,7 +390,9 @@ CELERY_BEAT_SCHEDULE["pulsar-sync"] = {
 
 def _refusal_said(record: logging.LogRecord) -> bool:
     """A 403 or 404 (a viewer on an admin's page, an unknown path) is one line in the log,
-    Django's "Forbidden (Permission denied): /users/", not that line and a traceback."""
+    Django's "Forbidden (Permission denied): /users/", not that line and a traceback (Django
+    5.2 logs it with ``exc_info=exception``: ``django.utils.log.log_response``, called from
+    ``django.core.handlers.exception.response_for_exception``)."""
     if record.exc_info and isinstance(record.exc_info[1], PermissionDenied | Http404):
         record.exc_info = None
         record.exc_text = None
